@@ -1,0 +1,14 @@
+// Registration entry points, one per binding area (csrc/bind_<area>.cpp).
+// To add an area: declare `void register_<area>(pybind11::module_ &m);` here,
+// implement it in csrc/bind_<area>.cpp, and call it from csrc/module.cpp.
+#pragma once
+
+#include <pybind11/pybind11.h>
+
+namespace py = pybind11;
+
+namespace fastlower {
+
+void register_info(py::module_ &m);
+
+}  // namespace fastlower

@@ -1,0 +1,7 @@
+// fastlower._core: native planning core. Each area registers itself here.
+#include "bindings.hpp"
+
+PYBIND11_MODULE(_core, m) {
+    m.doc() = "fastlower native core (C++17, pybind11)";
+    fastlower::register_info(m);
+}

@@ -1,0 +1,438 @@
+"""Pure-Python twin of the fusion planner.
+
+It replays, on integer arrays only, the sequence of graph edits the reference
+lowering performs on one FX graph: fuse the nodes of a tag into a call, add the
+getitems, erase the nodes, re-sort the whole graph (Kahn, FIFO, some ops
+prioritised), then swap the call for a delegate call.  It records what the
+apply step needs to rebuild the final graph in one pass: each partition's
+ordered nodes, inputs and outputs, the names the reference would allocate and
+the final node order.  Nothing here touches torch.fx objects.
+
+Node and user order semantics mirror torch.fx exactly:
+* re-assigning a node's args moves that node to the end of the ``users`` of
+  every one of its inputs;
+* a re-sort rebuilds all ``users`` in the new node order.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Dict, List, Optional, Sequence
+
+from .namespace import Namespace, snake_case
+
+# node.op codes, shared with the encoder and the C++ core
+OP_PLACEHOLDER, OP_GET_ATTR, OP_CALL_FUNCTION, OP_CALL_MODULE, OP_CALL_METHOD, OP_OUTPUT = range(6)
+# what created a node
+KIND_ORIGINAL, KIND_CONSTANT_COPY, KIND_CALL_MODULE, KIND_GETITEM, KIND_GET_ATTR, KIND_DELEGATE = range(6)
+# placeholder roles (input spec kinds the contract cares about)
+ROLE_USER_INPUT, ROLE_PARAMETER, ROLE_BUFFER, ROLE_CONSTANT, ROLE_OTHER = range(5)
+# output spec kinds
+OUT_USER, OUT_BUFFER_MUTATION, OUT_OTHER = range(3)
+
+
+@dataclass
+class GraphArrays:
+    """Flat encoding of one FX graph, in node order (see ``fastlower.encode``)."""
+
+    op: List[int]
+    prioritized: List[int]
+    inputs: List[List[int]]  # node.all_input_nodes, in order
+    users: List[List[int]]  # node.users, in dict order
+    names: List[str]
+    tags: List[int]  # index into the tag list, -1 when untagged
+    roles: List[int]  # ROLE_* for placeholders, ROLE_OTHER elsewhere
+    targets: List[int]  # interned input-spec target of placeholders, -1 elsewhere
+    debug_handles: List[int]  # meta["debug_handle"] or 0
+    fake_vals: List[int]  # 1 when meta["val"] is a FakeTensor
+    out_args: List[int]  # output node's args[0]: node id or -1 for a non-node
+    out_kinds: List[int]  # OUT_* of each output spec (top level only)
+    out_targets: List[int]  # interned output-spec target, -1 when none
+
+
+@dataclass
+class PartitionPlan:
+    tag: int
+    nodes: List[int] = field(default_factory=list)  # partition nodes, fused order
+    inputs: List[int] = field(default_factory=list)  # external inputs, placeholder order
+    outputs: List[int] = field(default_factory=list)  # nodes with external users, output order
+    output_order: List[int] = field(default_factory=list)  # arrange_graph_outputs permutation
+    output_kinds: List[int] = field(default_factory=list)  # OUT_* per output (before reorder)
+    output_targets: List[int] = field(default_factory=list)  # buffer target of a mutation output
+    member_inputs: Dict[int, List[int]] = field(default_factory=dict)  # inputs when fused
+    owned: List[int] = field(default_factory=list)  # owned constant placeholders (arranged)
+    call_module: int = -1
+    getitems: List[int] = field(default_factory=list)  # one per output, or [] if used directly
+    get_attr: int = -1
+    delegate: int = -1
+    lowered_index: int = -1
+    debug_handle: int = 0
+    deleted_getitems: List[int] = field(default_factory=list)  # buffer updates the delegate owns
+    single_output: bool = False  # the call's single result is read via getitem(.., 0)
+
+
+class FusionSimulator:
+    """Replays the reference's edits on one graph; see the module docstring."""
+
+    def __init__(self, g: GraphArrays, tag_names: Sequence[str], is_submodule: bool,
+                 top: Optional["FusionSimulator"] = None) -> None:
+        n = len(g.op)
+        self.g = g
+        self.tag_names = list(tag_names)
+        self.is_submodule = is_submodule
+        self.top = top if top is not None else self
+        self.op = list(g.op)
+        self.kind = [KIND_ORIGINAL] * n
+        self.origin = list(range(n))  # original node a copy/getitem derives from
+        self.prio = list(g.prioritized)
+        self.inputs: List[List[int]] = [list(x) for x in g.inputs]
+        self.users: List[Dict[int, None]] = [dict.fromkeys(u) for u in g.users]
+        self.names = list(g.names)
+        self.tags = list(g.tags)
+        self.dh = list(g.debug_handles)
+        self.fake = list(g.fake_vals)
+        self.alive = [True] * n
+        self.getitem_index: List[int] = [-1] * n
+        self.partition_of: List[int] = [-1] * n  # partition a call/getitem/delegate belongs to
+        self.out_args = list(g.out_args)
+        self.out_kinds = list(g.out_kinds)
+        self.out_targets = list(g.out_targets)
+        self.out_specs = list(range(len(g.out_args)))  # surviving output specs, by index
+        self.output_node = n - 1 if n and g.op[n - 1] == OP_OUTPUT else -1
+        # doubly linked node order
+        self.next = list(range(1, n + 1))
+        self.prev = list(range(-1, n - 1))
+        self.head = 0 if n else -1
+        self.tail = n - 1
+        self.pos = list(range(n))
+        self.ns = Namespace(self.names)
+        self.partitions: List[PartitionPlan] = []
+        self.lowered_count = 0
+        self.copies: List[int] = []  # constant copies, creation order
+        self.copy_target: Dict[int, str] = {}  # placeholder target of each copy
+
+    # -- graph primitives ---------------------------------------------------
+    def _new_node(self, op: int, kind: int, inputs: List[int], name: str, origin: int) -> int:
+        i = len(self.op)
+        self.op.append(op)
+        self.kind.append(kind)
+        self.origin.append(origin)
+        self.prio.append(0)
+        self.inputs.append(inputs)
+        self.users.append({})
+        self.names.append(name)
+        self.tags.append(-1)
+        self.dh.append(0)
+        self.fake.append(0)
+        self.alive.append(True)
+        self.getitem_index.append(-1)
+        self.partition_of.append(-1)
+        self.next.append(-1)
+        self.prev.append(-1)
+        self.pos.append(-1)
+        for x in inputs:
+            self.users[x][i] = None
+        return i
+
+    def _link_after(self, i: int, anchor: int) -> None:
+        nxt = self.next[anchor]
+        self.prev[i], self.next[i] = anchor, nxt
+        self.next[anchor] = i
+        if anchor == self.tail:
+            self.tail = i
+        else:
+            self.prev[nxt] = i
+
+    def _link_before(self, i: int, anchor: int) -> None:
+        prv = self.prev[anchor]
+        self.prev[i], self.next[i] = prv, anchor
+        self.prev[anchor] = i
+        if anchor == self.head:
+            self.head = i
+        else:
+            self.next[prv] = i
+
+    def _unlink(self, i: int) -> None:
+        prv, nxt = self.prev[i], self.next[i]
+        if i == self.head:
+            self.head = nxt if i != self.tail else -1
+        else:
+            self.next[prv] = nxt
+        if i == self.tail:
+            self.tail = prv
+        else:
+            self.prev[nxt] = prv
+
+    def order(self) -> List[int]:
+        out, i = [], self.head
+        while i != -1:
+            out.append(i)
+            i = -1 if i == self.tail else self.next[i]
+        return out
+
+    def _set_inputs(self, u: int, new_inputs: List[int]) -> None:
+        """``u.args = ...``: u leaves the users of its old inputs, joins the new ones at the end."""
+        for x in self.inputs[u]:
+            self.users[x].pop(u, None)
+        seen: Dict[int, None] = {}
+        for x in new_inputs:
+            seen.setdefault(x)
+        self.inputs[u] = list(seen)
+        for x in self.inputs[u]:
+            self.users[x][u] = None
+
+    def _replace_all_uses(self, old: int, new: int, hook: bool) -> None:
+        for u in list(self.users[old]):
+            if hook and u == self.output_node:
+                pass  # output specs follow out_args positions, renamed at the end
+            self._replace_input(u, old, new)
+
+    def _replace_input(self, u: int, old: int, new: int) -> None:
+        self._set_inputs(u, [new if x == old else x for x in self.inputs[u]])
+        if u == self.output_node:
+            self.out_args = [new if x == old else x for x in self.out_args]
+
+    def _erase(self, i: int) -> None:
+        for x in self.inputs[i]:
+            self.users[x].pop(i, None)
+        self.alive[i] = False
+        self._unlink(i)
+
+    # -- constant duplication (top level, before any fusion) -----------------
+    def duplicate_constant(self, c: int, tag_of_user) -> List[int]:
+        """Give every user of placeholder ``c`` but the first its own copy of it."""
+        users = list(self.users[c])
+        made = []
+        for ith in range(1, len(users)):
+            fqn = self.names[c] + f"_copy_{ith - 1}"
+            k = self._new_node(OP_PLACEHOLDER, KIND_CONSTANT_COPY, [], self.ns.create(snake_case(fqn)), c)
+            self.copy_target[k] = fqn
+            self.dh[k] = self.dh[c]
+            self.fake[k] = self.fake[c]
+            self.tags[k] = self.tags[c]
+            self._link_before(k, c)
+            # fastlower rewrites every occurrence, including inside list arguments
+            # (the reference only rewrites direct args: pytorch/executorch#22798).
+            u = users[ith]
+            self._replace_input(u, c, k)
+            made.append(k)
+        self.copies.extend(made)
+        return made
+
+    def retag_constant(self, c: int) -> None:
+        tags = {self.tags[u] for u in self.users[c]}
+        if len(tags) == 1:
+            self.tags[c] = tags.pop()
+
+    # -- fusion ---------------------------------------------------------------
+    def renumber(self) -> None:
+        for p, i in enumerate(self.order()):
+            self.pos[i] = p
+
+    def members(self, tag: int) -> List[int]:
+        return sorted((i for i in range(len(self.op)) if self.alive[i] and self.tags[i] == tag
+                       and self.kind[i] in (KIND_ORIGINAL, KIND_CONSTANT_COPY)),
+                      key=self.pos.__getitem__)
+
+    def find_cycle(self, members: List[int]) -> Optional[List[int]]:
+        """A path that leaves the partition and comes back into it, or None."""
+        inside = set(members)
+        limit = max(self.pos[m] for m in members)
+        parent: Dict[int, int] = {}
+        queue = deque()
+        for m in members:
+            for u in self.users[m]:
+                if u not in inside and u not in parent and self.pos[u] <= limit:
+                    parent[u] = m
+                    queue.append(u)
+        while queue:
+            cur = queue.popleft()
+            for u in self.users[cur]:
+                if u in parent or self.pos[u] > limit:
+                    continue
+                parent[u] = cur
+                if u in inside:
+                    path = [u]
+                    while path[-1] not in inside or len(path) == 1:
+                        path.append(parent[path[-1]])
+                    return list(reversed(path))
+                queue.append(u)
+        return None
+
+    def fuse(self, tag: int, members: List[int]) -> PartitionPlan:
+        plan = PartitionPlan(tag=tag, nodes=members)
+        plan.member_inputs = {m: list(self.inputs[m]) for m in members}
+        inside = set(members)
+        seen: Dict[int, None] = {}
+        for m in members:
+            for x in self.inputs[m]:
+                if x not in inside:
+                    seen.setdefault(x)
+        plan.inputs = list(seen)
+        plan.outputs = [m for m in members if any(u not in inside for u in self.users[m])]
+        anchor = max(plan.outputs, key=self.pos.__getitem__)
+        pid = len(self.partitions)
+        cm = self._new_node(OP_CALL_MODULE, KIND_CALL_MODULE, plan.inputs,
+                            self.ns.create(snake_case("fused_" + self.tag_names[tag])), -1)
+        self.partition_of[cm] = pid
+        self._link_after(cm, anchor)
+        plan.call_module = cm
+        if len(plan.outputs) == 1:
+            out = plan.outputs[0]
+            self.origin[cm] = out
+            self.dh[cm] = self.dh[out]
+            self._replace_all_uses(out, cm, hook=not self.is_submodule)
+            if self.fake[out]:
+                plan.single_output = True
+                gi = self._new_node(OP_CALL_FUNCTION, KIND_GETITEM, [cm], self.ns.create("getitem"), out)
+                self.getitem_index[gi] = 0
+                self.partition_of[gi] = pid
+                self.dh[gi] = self.dh[out]
+                self.fake[gi] = 1
+                self._link_after(gi, cm)
+                for u in list(self.users[cm]):
+                    if u != gi:
+                        self._replace_input(u, cm, gi)
+                # the getitem itself is re-registered as a user of the call last
+                self.users[cm].pop(gi)
+                self.users[cm][gi] = None
+                plan.getitems = [gi]
+        else:
+            anchor_next = self.next[cm] if cm != self.tail else -1
+            last = cm
+            for i, out in enumerate(plan.outputs):
+                gi = self._new_node(OP_CALL_FUNCTION, KIND_GETITEM, [cm], self.ns.create("getitem"), out)
+                self.getitem_index[gi] = i
+                self.partition_of[gi] = pid
+                self.dh[gi] = self.dh[out]
+                self.fake[gi] = self.fake[out]
+                if anchor_next == -1:
+                    self._link_after(gi, last)
+                else:
+                    self._link_before(gi, anchor_next)
+                last = gi
+                self._replace_all_uses(out, gi, hook=not self.is_submodule)
+                plan.getitems.append(gi)
+        for m in reversed(members):
+            self._erase(m)
+        self.legalize()
+        self.partitions.append(plan)
+        self._classify_outputs(plan)
+        return plan
+
+    def _classify_outputs(self, plan: PartitionPlan) -> None:
+        """Output kinds and the buffer-mutation-first permutation of the delegate."""
+        owned_targets = set()
+        if not self.is_submodule:
+            for m in plan.nodes:
+                if self.op[m] == OP_PLACEHOLDER and self.g.roles[self.origin[m]] in (
+                        ROLE_PARAMETER, ROLE_BUFFER, ROLE_CONSTANT):
+                    owned_targets.add(self.g.targets[self.origin[m]])
+        kinds = [OUT_USER] * len(plan.outputs)
+        plan.output_targets = [-1] * len(plan.outputs)
+        deleted: List[int] = []
+        if not self.is_submodule and plan.getitems:
+            for p, node in enumerate(self.out_args):
+                if node < 0 or self.kind[node] != KIND_GETITEM or self.partition_of[node] != len(self.partitions) - 1:
+                    continue
+                if self.out_kinds[p] == OUT_BUFFER_MUTATION and self.out_targets[p] in owned_targets:
+                    kinds[self.getitem_index[node]] = OUT_BUFFER_MUTATION
+                    plan.output_targets[self.getitem_index[node]] = self.out_targets[p]
+                    if node not in deleted:
+                        deleted.append(node)
+        plan.output_kinds = kinds
+        mutations = [i for i, k in enumerate(kinds) if k == OUT_BUFFER_MUTATION]
+        plan.output_order = mutations + [i for i, k in enumerate(kinds) if k != OUT_BUFFER_MUTATION]
+        plan.deleted_getitems = deleted
+        if plan.output_order != list(range(len(kinds))):
+            new_index = {old: new for new, old in enumerate(plan.output_order)}
+            for gi in list(self.users[plan.call_module]):
+                if self.kind[gi] == KIND_GETITEM and self.getitem_index[gi] in new_index:
+                    self.getitem_index[gi] = new_index[self.getitem_index[gi]]
+                    self._set_inputs(gi, self.inputs[gi])
+
+    def legalize(self) -> None:
+        """``legalize_graph``: Kahn's algorithm, FIFO, prioritised ops jump the queue."""
+        order = self.order()
+        indeg = {i: len(self.inputs[i]) for i in order}
+        queue = deque(i for i in order if indeg[i] == 0)
+        new_order = []
+        while queue:
+            cur = queue.popleft()
+            new_order.append(cur)
+            for u in self.users[cur]:
+                indeg[u] -= 1
+                if indeg[u] == 0:
+                    if self.prio[u]:
+                        queue.appendleft(u)
+                    else:
+                        queue.append(u)
+        if len(new_order) != len(order):
+            stuck = [self.names[i] for i in order if indeg[i] != 0]
+            raise RuntimeError(f"graph has a cycle through {stuck[:10]}")
+        self._relink(new_order)
+        for i in new_order:
+            for x in self.inputs[i]:
+                self.users[x].pop(i, None)
+        for i in new_order:
+            for x in self.inputs[i]:
+                self.users[x][i] = None
+        self.ns = Namespace(self.names[i] for i in new_order)
+
+    def _relink(self, new_order: List[int]) -> None:
+        for p, i in enumerate(new_order):
+            self.pos[i] = p
+            self.prev[i] = new_order[p - 1] if p else -1
+            self.next[i] = new_order[p + 1] if p + 1 < len(new_order) else -1
+        self.head = new_order[0] if new_order else -1
+        self.tail = new_order[-1] if new_order else -1
+
+    # -- delegate insertion -----------------------------------------------------
+    def insert_delegate(self, pid: int) -> None:
+        plan = self.partitions[pid]
+        cm = plan.call_module
+        plan.lowered_index = self.lowered_count
+        self.lowered_count += 1
+        ga = self._new_node(OP_GET_ATTR, KIND_GET_ATTR, [],
+                            self.ns.create(f"lowered_module_{plan.lowered_index}"), -1)
+        self._link_before(ga, cm)
+        cd = self._new_node(OP_CALL_FUNCTION, KIND_DELEGATE, [ga] + self.inputs[cm],
+                            self.ns.create("executorch_call_delegate"), -1)
+        self._link_before(cd, cm)
+        self.partition_of[ga] = self.partition_of[cd] = pid
+        self.pos[ga] = self.pos[cd] = self.pos[cm]
+        plan.get_attr, plan.delegate = ga, cd
+        plan.debug_handle = self.top.max_debug_handle() + 1
+        self.dh[cd] = plan.debug_handle
+        for u in list(self.users[cm]):
+            self._replace_input(u, cm, cd)
+        self._erase(cm)
+        if plan.deleted_getitems:
+            self._drop_mutation_outputs(plan)
+
+    def _drop_mutation_outputs(self, plan: PartitionPlan) -> None:
+        """``_unsafe_adjust_original_program``: the delegate owns these buffer updates."""
+        dropped = set(plan.deleted_getitems)
+        keep = [p for p, node in enumerate(self.out_args) if node not in dropped]
+        self.out_args = [self.out_args[p] for p in keep]
+        self.out_kinds = [self.out_kinds[p] for p in keep]
+        self.out_targets = [self.out_targets[p] for p in keep]
+        self.out_specs = [self.out_specs[p] for p in keep]
+        self._set_inputs(self.output_node, [x for x in self.out_args if x >= 0])
+        gone = []
+        for u in list(self.users[plan.delegate]):
+            if u in dropped:
+                gone.append(self.getitem_index[u])
+                self._erase(u)
+        gone.sort(reverse=True)
+        for u in list(self.users[plan.delegate]):
+            idx = self.getitem_index[u]
+            for i, g in enumerate(gone):
+                if idx > g:
+                    self.getitem_index[u] = idx - (len(gone) - i)
+                    self._set_inputs(u, self.inputs[u])
+                    break
+
+    def max_debug_handle(self) -> int:
+        return max((self.dh[i] for i in range(len(self.op)) if self.alive[i]), default=0)

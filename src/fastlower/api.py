@@ -1,0 +1,50 @@
+"""The public API: ``to_backend`` with the reference's three overloads."""
+
+from __future__ import annotations
+
+from functools import singledispatch
+from typing import Dict, List
+
+from executorch.exir.backend.backend_api import MethodProgramsPartitionerSpec as _RefSpec
+from executorch.exir.backend.compile_spec_schema import CompileSpec
+from executorch.exir.backend.partitioner import Partitioner
+from executorch.exir.lowered_backend_module import LoweredBackendModule
+from torch.export import ExportedProgram
+
+from . import errors
+from .backends import lower_one
+from .lowering import lower_methods, lower_program
+from .spec import MethodProgramsPartitionerSpec
+
+
+@singledispatch
+def to_backend(args):
+    """Delegate parts of an Edge program to backends; dispatches on the first argument.
+
+    * ``to_backend(backend_id: str, program, compile_specs) -> LoweredBackendModule``
+    * ``to_backend(program: ExportedProgram, partitioner) -> ExportedProgram``
+    * ``to_backend(MethodProgramsPartitionerSpec) -> Dict[str, ExportedProgram]``
+    """
+    raise TypeError(f"to_backend() has no overload for {type(args).__name__}")
+
+
+@to_backend.register
+def _(backend_id: str, edge_program: ExportedProgram,
+      compile_specs: List[CompileSpec]) -> LoweredBackendModule:
+    if not isinstance(edge_program, ExportedProgram):
+        raise TypeError(f"to_backend({backend_id!r}, ...) needs an ExportedProgram, "
+                        f"got {type(edge_program).__name__}")
+    return lower_one(backend_id, edge_program, compile_specs)
+
+
+@to_backend.register
+def _(edge_program: ExportedProgram, partitioner_instance: Partitioner) -> ExportedProgram:
+    return lower_program(edge_program, partitioner_instance)
+
+
+def _lower_spec(spec) -> Dict[str, ExportedProgram]:
+    return lower_methods(spec.method_to_edge_program, spec.method_to_partitioner)
+
+
+to_backend.register(MethodProgramsPartitionerSpec, _lower_spec)
+to_backend.register(_RefSpec, _lower_spec)

@@ -1,0 +1,73 @@
+"""Backend lookup and the one-partition lowering (``to_backend(backend_id, ...)``)."""
+
+from __future__ import annotations
+
+import copy
+from typing import Dict, List, Type
+
+from executorch.exir.backend.backend_details import BackendDetails, PreprocessResult
+from executorch.exir.backend.compile_spec_schema import CompileSpec
+from executorch.exir.lowered_backend_module import LoweredBackendModule
+from torch.export import ExportedProgram
+
+from .errors import BackendNotFoundError
+
+
+def known_backends() -> Dict[str, Type[BackendDetails]]:
+    """Every ``BackendDetails`` subclass by name, over the whole subclass tree."""
+    found: Dict[str, Type[BackendDetails]] = {}
+    stack = list(BackendDetails.__subclasses__())
+    while stack:
+        cls = stack.pop(0)
+        found.setdefault(cls.__name__, cls)
+        stack.extend(cls.__subclasses__())
+    return found
+
+
+def find_backend(backend_id: str) -> Type[BackendDetails]:
+    # direct subclasses first, as the reference does
+    for cls in BackendDetails.__subclasses__():
+        if cls.__name__ == backend_id:
+            return cls
+    backends = known_backends()
+    if backend_id not in backends:
+        raise BackendNotFoundError(backend_id, backends)
+    return backends[backend_id]
+
+
+def copy_for_preprocess(program: ExportedProgram) -> ExportedProgram:
+    """A copy a backend may mutate: graph and metadata are copied, tensor storage is shared."""
+    memo = {}
+    for value in list(program.state_dict.values()) + list(program.constants.values()):
+        memo[id(value)] = value
+    return copy.deepcopy(program, memo)
+
+
+def copy_for_backend(cls: Type[BackendDetails], program: ExportedProgram,
+                     compile_specs: List[CompileSpec]) -> ExportedProgram:
+    """The backend's own copy hook when it overrides it, else the storage-sharing copy."""
+    hook = getattr(cls, "copy_exported_program_for_preprocess", None)
+    base = getattr(BackendDetails, "copy_exported_program_for_preprocess", None)
+    if hook is not None and getattr(hook, "__func__", hook) is not getattr(base, "__func__", base):
+        return hook(program, compile_specs)
+    return copy_for_preprocess(program)
+
+
+def make_lowered_module(program: ExportedProgram, backend_id: str, result: PreprocessResult,
+                        compile_specs: List[CompileSpec]) -> LoweredBackendModule:
+    lowered = LoweredBackendModule(
+        edge_program=program, backend_id=backend_id, processed_bytes=result.processed_bytes,
+        compile_specs=compile_specs, named_data_store_output=result.data_store_output,
+    )
+    lowered.meta = {"debug_handle_map": result.debug_handle_map}
+    if result._delegate_info_meta is not None:
+        lowered.meta["_delegate_info_meta"] = result._delegate_info_meta
+    return lowered
+
+
+def lower_one(backend_id: str, program: ExportedProgram,
+              compile_specs: List[CompileSpec]) -> LoweredBackendModule:
+    """Preprocess a whole program with one backend."""
+    cls = find_backend(backend_id)
+    result = cls.preprocess(copy_for_preprocess(program), compile_specs)
+    return make_lowered_module(program, backend_id, result, compile_specs)

@@ -1,0 +1,291 @@
+"""Orchestration: partition, check, encode, plan, preprocess, apply."""
+
+from __future__ import annotations
+
+import copy
+import logging
+import time
+from dataclasses import dataclass, field
+from typing import Dict, List, Mapping, Optional, Tuple
+
+import torch
+from executorch.exir.backend.partitioner import Partitioner, PartitionResult
+from torch._guards import detect_fake_mode
+from torch.export import ExportedProgram
+from torch.export.exported_program import InputKind, InputSpec, OutputSpec, TensorArgument
+
+from . import errors, state
+from ._twin.fusion import KIND_GET_ATTR
+from .apply import GraphBuilder, Partition
+from .backends import copy_for_backend, find_backend, lower_one, make_lowered_module
+from .encode import EncodedGraph, Interner, encode_graph, structure_arrays
+from .plan import GraphPlan, first_difference, iter_partitions, plan_program
+from .report import LoweringReport
+
+log = logging.getLogger(__name__)
+
+
+def make_fake_program(program: ExportedProgram) -> ExportedProgram:
+    """A copy for the partitioner: own graph, fake parameters, no copy of constant storage."""
+    fake_mode = detect_fake_mode(tuple(n.meta.get("val") for n in program.graph.nodes
+                                       if n.op == "placeholder"))
+    if fake_mode is None:
+        log.warning("no fake mode found in the graph; the partitioner gets a deep copy")
+        return copy.deepcopy(program)
+    fake_state = {k: fake_mode.from_tensor(v, static_shapes=True)
+                  for k, v in program.state_dict.items()}
+    gm = copy.deepcopy(program.graph_module)
+    return ExportedProgram(
+        root=gm, graph=gm.graph, graph_signature=copy.deepcopy(program.graph_signature),
+        state_dict=fake_state, range_constraints=copy.deepcopy(program.range_constraints),
+        module_call_graph=copy.deepcopy(program.module_call_graph),
+        constants=dict(program.constants), verifiers=[program.verifier],
+    )
+
+
+def check_unmodified(tagged: ExportedProgram, original: ExportedProgram, partitioner) -> None:
+    """The partitioner may tag nodes but not change the graph."""
+    diff = first_difference(*structure_arrays(tagged.graph_module),
+                            *structure_arrays(original.graph_module))
+    if diff >= 0:
+        nodes = list(tagged.graph_module.graph.nodes)
+        orig = list(original.graph_module.graph.nodes)
+        if diff < min(len(nodes), len(orig)):
+            detail = (f"node #{diff} is {nodes[diff].format_node()} but the input program has "
+                      f"{orig[diff].format_node()}")
+            raise errors.GraphModifiedError(str(partitioner), detail, nodes[diff].name)
+        raise errors.GraphModifiedError(
+            str(partitioner), f"the graph has {len(nodes)} nodes, the input program {len(orig)}")
+
+
+@dataclass
+class MethodLowering:
+    """One method's lowering in progress."""
+
+    name: str
+    original: ExportedProgram
+    tagged: ExportedProgram
+    result: PartitionResult
+    tag_names: List[str]
+    plan: GraphPlan
+    builders: List[GraphBuilder] = field(default_factory=list)  # top first, then nested
+    partitions: List[Partition] = field(default_factory=list)
+
+
+def _partition(name: str, program: ExportedProgram, partitioner: Partitioner,
+               single: bool) -> MethodLowering:
+    fake = make_fake_program(program)
+    result = partitioner(fake)
+    tagged = result.tagged_exported_program
+    if state.validation_enabled():
+        check_unmodified(tagged, program, partitioner)
+    else:
+        log.warning("Disabled validating the partitioner.")
+    if result.partition_tags is None:
+        raise errors.MissingPartitionTagsError(str(partitioner))
+    tag_names = list(result.partition_tags.keys())
+    tag_index = {t: i for i, t in enumerate(tag_names)}
+    encoded = encode_graph(tagged.graph_module, tag_index, tagged, Interner())
+    plan = plan_program(encoded, tag_names, single)
+    lowering = MethodLowering(name, program, tagged, result, tag_names, plan)
+    _collect_builders(lowering, plan)
+    return lowering
+
+
+def _collect_builders(lowering: MethodLowering, plan: GraphPlan) -> None:
+    lowering.builders.append(GraphBuilder(plan, lowering.tag_names))
+    for _, _, sub in plan.nested:
+        _collect_builders(lowering, sub)
+
+
+def _build_partitions(lowering: MethodLowering, single: bool) -> None:
+    real_state, real_constants = lowering.original.state_dict, lowering.original.constants
+    for builder in lowering.builders:
+        for pid in range(len(builder.sim.partitions)):
+            part = builder.build_partition(pid, lowering.tagged, real_state, real_constants, single)
+            lowering.partitions.append(part)
+
+
+def _spec(lowering: MethodLowering, part: Partition):
+    return lowering.result.partition_tags[part.tag]
+
+
+def _lower_single(lowering: MethodLowering) -> None:
+    for part in lowering.partitions:
+        spec = _spec(lowering, part)
+        part.lowered = lower_one(spec.backend_id, part.program, spec.compile_specs)
+
+
+def _lower_multi(lowerings: List[MethodLowering]) -> None:
+    """Group every method's partitions by backend; one ``preprocess_multimethod`` per backend."""
+    by_backend: Dict[str, Dict[str, List[Partition]]] = {}
+    for lowering in lowerings:
+        ordered = _multi_order(lowering)
+        for part in ordered:
+            backend_id = _spec(lowering, part).backend_id
+            by_backend.setdefault(backend_id, {}).setdefault(lowering.name, []).append(part)
+    for backend_id, per_method in by_backend.items():
+        cls = find_backend(backend_id)
+        specs = {m: [_spec_by_method(lowerings, m, p).compile_specs for p in parts]
+                 for m, parts in per_method.items()}
+        programs = {m: [copy_for_backend(cls, p.program, s) for p, s in zip(parts, specs[m])]
+                    for m, parts in per_method.items()}
+        results = cls.preprocess_multimethod(programs, specs)
+        for m, method_results in results.items():
+            for part, result, compile_specs in zip(per_method[m], method_results, specs[m]):
+                part.lowered = make_lowered_module(part.program, backend_id, result, compile_specs)
+        for m, parts in per_method.items():
+            for part in parts:
+                part.builder.sim.insert_delegate(part.pid)
+
+
+def _spec_by_method(lowerings, method, part):
+    for lowering in lowerings:
+        if lowering.name == method:
+            return _spec(lowering, part)
+    raise KeyError(method)
+
+
+def _multi_order(lowering: MethodLowering) -> List[Partition]:
+    """The reference's lowering order: per backend (first seen in tag order), graph order."""
+    by_key = {(id(p.builder.plan), p.pid): p for p in lowering.partitions}
+    ordered = [by_key[(id(g), pid)] for g, pid in iter_partitions(lowering.plan)]
+    backends: List[str] = []
+    for part in _tag_order(lowering):
+        b = _spec(lowering, part).backend_id
+        if b not in backends:
+            backends.append(b)
+    return [p for b in backends for p in ordered if _spec(lowering, p).backend_id == b]
+
+
+def _tag_order(lowering: MethodLowering) -> List[Partition]:
+    return lowering.partitions  # built per graph (top, nested), each in fusion (tag) order
+
+
+def _finish(lowering: MethodLowering) -> ExportedProgram:
+    """Build the final graphs bottom-up and the program around the top one."""
+    for part in lowering.partitions:
+        part.builder.set_delegate_meta(part.pid)
+    lowered_by_node = {}
+    for part in lowering.partitions:
+        p = part.builder.sim.partitions[part.pid]
+        lowered_by_node[(id(part.builder), p.get_attr)] = part.lowered
+    graphs = {}
+    for builder in reversed(lowering.builders):
+        names = {}
+        root = builder.enc.graph_module
+        for i in builder.sim.order():
+            if builder.sim.kind[i] == KIND_GET_ATTR:
+                p = builder.sim.partitions[builder.sim.partition_of[i]]
+                names[i] = f"lowered_module_{p.lowered_index}"
+                root.add_module(names[i], lowered_by_node[(id(builder), i)])
+        for _, attr, sub in builder.plan.nested:
+            sub_builder = next(b for b in lowering.builders if b.plan is sub)
+            sub_gm = torch.fx.GraphModule(sub_builder.enc.graph_module, graphs[id(sub_builder)])
+            _set_attr(root, attr, sub_gm)
+        graphs[id(builder)] = builder.build_graph(names)
+    top = lowering.builders[0]
+    signature, state_dict, constants = _final_signature(lowering, top)
+    tagged = lowering.tagged
+    return ExportedProgram(
+        root=top.enc.graph_module, graph=graphs[id(top)], graph_signature=signature,
+        state_dict=state_dict, range_constraints=copy.deepcopy(tagged.range_constraints),
+        module_call_graph=copy.deepcopy(tagged.module_call_graph), example_inputs=None,
+        constants=constants, verifiers=[tagged.verifier],
+    )
+
+
+def _set_attr(root: torch.nn.Module, qualname: str, value) -> None:
+    *path, leaf = qualname.split(".")
+    for p in path:
+        root = getattr(root, p)
+    setattr(root, leaf, value)
+
+
+def _final_signature(lowering: MethodLowering, top: GraphBuilder):
+    sim = top.sim
+    sig = lowering.tagged.graph_signature
+    copies_of: Dict[int, List[int]] = {}
+    for k in sim.copies:
+        copies_of.setdefault(sim.origin[k], []).append(k)
+    owned = set()
+    for p in sim.partitions:
+        for m in p.nodes:
+            if sim.op[m] == 0:
+                owned.add(sim.names[m])
+    index_by_name = {n.name: i for i, n in enumerate(top.enc.nodes) if n.op == "placeholder"}
+    real_state = lowering.original.state_dict
+    state_dict = {k: real_state.get(k, v) for k, v in lowering.tagged.state_dict.items()}
+    constants = dict(lowering.original.constants)
+    input_specs: List[InputSpec] = []
+    removed: List[InputSpec] = []
+    for spec in sig.input_specs:
+        c = index_by_name.get(getattr(spec.arg, "name", None), -1)
+        for k in copies_of.get(c, ()):
+            fqn = sim.copy_target[k]
+            copy_spec = InputSpec(kind=spec.kind, arg=TensorArgument(name=fqn),
+                                  target=spec.target, persistent=spec.persistent)
+            value = real_state.get(spec.target, constants.get(spec.target))
+            if spec.kind == InputKind.CONSTANT_TENSOR or (
+                    spec.kind == InputKind.BUFFER and spec.persistent is False):
+                constants[fqn] = value
+            else:
+                state_dict[fqn] = value
+            (removed if fqn in owned else input_specs).append(copy_spec)
+        (removed if spec.arg.name in owned else input_specs).append(spec)
+    used = {s.target for s in input_specs if s.target is not None}
+    for spec in removed:
+        if spec.target in used:
+            continue
+        if spec.kind == InputKind.PARAMETER or (spec.kind == InputKind.BUFFER and spec.persistent):
+            state_dict.pop(spec.target, None)
+        else:
+            constants.pop(spec.target, None)
+    output_specs: List[OutputSpec] = []
+    for spec_index, node in zip(sim.out_specs, sim.out_args):
+        spec = sig.output_specs[spec_index]
+        if isinstance(spec.arg, TensorArgument) and node >= 0:
+            spec = OutputSpec(kind=spec.kind, arg=TensorArgument(name=sim.names[node]),
+                              target=spec.target)
+        output_specs.append(spec)
+    from torch.export.exported_program import ExportGraphSignature
+
+    return ExportGraphSignature(input_specs=input_specs, output_specs=output_specs), \
+        state_dict, constants
+
+
+def lower_program(program: ExportedProgram, partitioner: Partitioner) -> ExportedProgram:
+    """``to_backend(program, partitioner)``: the reference's single-program path."""
+    report = LoweringReport.start()
+    program._validate()
+    lowering = _partition("forward", program, partitioner, single=True)
+    report.mark("partition+plan")
+    _build_partitions(lowering, single=True)
+    _lower_single(lowering)
+    report.mark("preprocess")
+    result = _finish(lowering)
+    report.finish(result, [lowering])
+    return result
+
+
+def lower_methods(programs: Mapping[str, ExportedProgram],
+                  partitioners: Mapping[str, Partitioner]) -> Dict[str, ExportedProgram]:
+    """``to_backend(MethodProgramsPartitionerSpec)``: lower several methods together."""
+    report = LoweringReport.start()
+    lowerings: List[MethodLowering] = []
+    for name, partitioner in partitioners.items():
+        if name not in programs:
+            raise errors.PartitionContractError(
+                "partitioner-without-program", f"Partitioner for method {name} is not provided "
+                "a program", name)
+        programs[name]._validate()
+        lowerings.append(_partition(name, programs[name], partitioner, single=False))
+    report.mark("partition+plan")
+    for lowering in lowerings:
+        _build_partitions(lowering, single=False)
+    _lower_multi(lowerings)
+    report.mark("preprocess")
+    done = {lowering.name: _finish(lowering) for lowering in lowerings}
+    result = {name: done.get(name, programs[name]) for name in programs}
+    report.finish(None, lowerings)
+    return result

@@ -1,0 +1,164 @@
+"""Plan a lowering: run the planning core over the encoded graphs.
+
+The planning algorithms live in the C++ core (``fastlower._core``) and, with
+the same signatures, in the pure-Python twin (``fastlower._twin``); this module
+picks one and sequences the calls the way the reference sequences its edits.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from typing import Dict, List, Optional, Sequence, Tuple
+
+from . import errors
+from ._core_loader import load_core
+from ._twin import contract as twin_contract
+from ._twin import grouping as twin_grouping
+from ._twin import identity as twin_identity
+from ._twin.fusion import (
+    KIND_CALL_MODULE, OP_CALL_FUNCTION, OP_PLACEHOLDER, FusionSimulator, PartitionPlan,
+)
+from .encode import EncodedGraph
+
+_core = None if os.environ.get("FASTLOWER_FORCE_PYTHON") == "1" else load_core()
+
+
+def backend_module():
+    """The planning implementation in use: the C++ core or the Python twin."""
+    return _core
+
+
+def group_by_tag(tags: Sequence[int], n_tags: int) -> List[List[int]]:
+    if _core is not None and hasattr(_core, "group_by_tag"):
+        return _core.group_by_tag(list(tags), n_tags)
+    return twin_grouping.group_by_tag(tags, n_tags)
+
+
+def find_contract_violation(*args) -> Tuple[int, int, int]:
+    if _core is not None and hasattr(_core, "find_contract_violation"):
+        return tuple(_core.find_contract_violation(*args))
+    return twin_contract.find_contract_violation(*args)
+
+
+def first_difference(*args) -> int:
+    if _core is not None and hasattr(_core, "first_difference"):
+        return _core.first_difference(*args)
+    return twin_identity.first_difference(*args)
+
+
+def _new_simulator(enc: EncodedGraph, tag_names, is_submodule, top):
+    if _core is not None and hasattr(_core, "FusionSimulator"):
+        return _core.FusionSimulator(enc.arrays, list(tag_names), is_submodule, top)
+    return FusionSimulator(enc.arrays, tag_names, is_submodule, top)
+
+
+def _csr(lists: Sequence[Sequence[int]]) -> Tuple[List[int], List[int]]:
+    offsets, flat = [0], []
+    for xs in lists:
+        flat.extend(xs)
+        offsets.append(len(flat))
+    return offsets, flat
+
+
+@dataclass
+class GraphPlan:
+    """The plan of one graph module: its simulator state after all edits."""
+
+    encoded: EncodedGraph
+    sim: object
+    is_submodule: bool
+    nested: List[Tuple[int, str, "GraphPlan"]] = field(default_factory=list)
+
+    @property
+    def partitions(self) -> List[PartitionPlan]:
+        return self.sim.partitions
+
+
+def check_contract(enc: EncodedGraph, tag_names: Sequence[str]) -> None:
+    """Raise the typed error for the first broken partition rule in ``enc`` (and nested graphs)."""
+    a = enc.arrays
+    offsets, flat = _csr(a.users)
+    code, node, other = find_contract_violation(a.op, a.tags, a.roles, enc.no_copy, offsets, flat)
+    name = lambda i: a.names[i]  # noqa: E731
+    tag = lambda i: tag_names[a.tags[i]] if a.tags[i] >= 0 else enc.unknown_tags.get(i)  # noqa: E731
+    if code == twin_contract.UNKNOWN_TAG:
+        raise errors.UnknownTagError(name(node), str(enc.unknown_tags[node]), tag_names)
+    if code == twin_contract.TAGGED_OUTPUT:
+        raise errors.TaggedOutputError(name(node), tag(node))
+    if code == twin_contract.TAGGED_USER_INPUT:
+        raise errors.TaggedUserInputError(name(node), tag(node))
+    if code == twin_contract.NO_COPY_SHARED:
+        raise errors.SharedConstantError(name(node), tag(node), name(other), tag(other), True)
+    for subs in enc.nested.values():
+        for _, sub in subs:
+            check_contract(sub, tag_names)
+
+
+def _duplicate_shared_constants(sim, enc: EncodedGraph, n_tags: int) -> None:
+    """Per tag, in tag order: give each user of a shared tagged constant its own copy."""
+    a = enc.arrays
+    placeholders = [i for i, o in enumerate(a.op) if o == OP_PLACEHOLDER]
+    for t in range(n_tags):
+        candidates = [c for c in placeholders if sim.tags[c] == t
+                      and any(sim.tags[u] != t for u in sim.users[c])]
+        touched = []
+        for c in candidates:
+            touched.append(c)
+            touched.extend(sim.duplicate_constant(c, None))
+        for c in touched:
+            sim.retag_constant(c)
+
+
+def _fuse_all(plan: GraphPlan, tag_names: Sequence[str], single: bool) -> None:
+    sim = plan.sim
+    n_tags = len(tag_names)
+    sim.renumber()
+    groups = group_by_tag(sim.tags, n_tags)
+    for t in range(n_tags):
+        members = [m for m in groups[t] if sim.alive[m]]
+        if not members:
+            continue
+        members.sort(key=sim.pos.__getitem__)
+        path = sim.find_cycle(members)
+        if path is not None:
+            raise errors.CyclicPartitionError(tag_names[t], [sim.names[i] for i in path])
+        inside = set(members)
+        if not any(u not in inside for m in members for u in sim.users[m]):
+            raise errors.NoPartitionOutputError(tag_names[t], sim.names[members[-1]])
+        sim.fuse(t, members)
+        if single:  # the single-program path lowers each partition right after fusing it
+            sim.insert_delegate(len(sim.partitions) - 1)
+
+
+def _plan_graph(enc: EncodedGraph, tag_names, is_submodule: bool, top, single: bool) -> GraphPlan:
+    sim = _new_simulator(enc, tag_names, is_submodule, top)
+    plan = GraphPlan(enc, sim, is_submodule)
+    if not is_submodule:
+        _duplicate_shared_constants(sim, enc, len(tag_names))
+    _fuse_all(plan, tag_names, single)
+    for i in sim.order():
+        if i < len(enc.nodes) and i in enc.nested:
+            for attr, sub in enc.nested[i]:
+                plan.nested.append((i, attr, _plan_graph(sub, tag_names, True, sim.top, single)))
+    return plan
+
+
+def plan_program(enc: EncodedGraph, tag_names: Sequence[str], single: bool) -> GraphPlan:
+    """Validate, duplicate constants, fuse every tag (and lower it if ``single``)."""
+    check_contract(enc, tag_names)
+    return _plan_graph(enc, tag_names, False, None, single)
+
+
+def iter_partitions(plan: GraphPlan):
+    """(graph plan, partition id) in the order the reference lowers them (multi-method path).
+
+    Top-level partitions in final graph order of their calls, then nested graphs'.
+    """
+    sim = plan.sim
+    pos = {node: p for p, node in enumerate(sim.order())}
+    top = sorted(range(len(sim.partitions)), key=lambda pid: pos[sim.partitions[pid].call_module])
+    for pid in top:
+        yield plan, pid
+    for _, _, sub in plan.nested:
+        yield from iter_partitions(sub)

@@ -1,0 +1,59 @@
+"""What was delegated: a small report attached to each lowering."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Dict, List, Optional
+
+_LAST: List["LoweringReport"] = []
+
+
+@dataclass
+class LoweringReport:
+    """Partitions per backend, delegated node share and where the time went."""
+
+    started: float = 0.0
+    phases: Dict[str, float] = field(default_factory=dict)
+    partitions: Dict[str, int] = field(default_factory=dict)  # backend id -> count
+    delegated_nodes: int = 0
+    total_nodes: int = 0
+    seconds: float = 0.0
+
+    @classmethod
+    def start(cls) -> "LoweringReport":
+        return cls(started=time.perf_counter())
+
+    def mark(self, phase: str) -> None:
+        now = time.perf_counter()
+        self.phases[phase] = now - self.started - sum(self.phases.values())
+
+    def finish(self, program, lowerings) -> None:
+        self.mark("apply")
+        self.seconds = time.perf_counter() - self.started
+        for lowering in lowerings:
+            for part in lowering.partitions:
+                backend = lowering.result.partition_tags[part.tag].backend_id
+                self.partitions[backend] = self.partitions.get(backend, 0) + 1
+                self.delegated_nodes += sum(
+                    1 for n in part.program.graph.nodes if n.op == "call_function")
+            self.total_nodes += sum(1 for n in lowering.original.graph.nodes
+                                    if n.op == "call_function")
+        _LAST[:] = [self]
+
+    @property
+    def delegated_share(self) -> float:
+        return self.delegated_nodes / self.total_nodes if self.total_nodes else 0.0
+
+    def format(self) -> str:
+        parts = ", ".join(f"{b}: {n}" for b, n in self.partitions.items()) or "none"
+        phases = ", ".join(f"{k} {v:.3f}s" for k, v in self.phases.items())
+        return (f"partitions: {parts}\n"
+                f"delegated call_function nodes: {self.delegated_nodes}/{self.total_nodes} "
+                f"({100 * self.delegated_share:.1f}%)\n"
+                f"fastlower time: {self.seconds:.3f}s ({phases})")
+
+
+def last_report() -> Optional[LoweringReport]:
+    """The report of the most recent ``to_backend`` call in this process."""
+    return _LAST[0] if _LAST else None
