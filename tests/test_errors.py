@@ -153,11 +153,25 @@ def test_partition_tags_none():
 
 
 def test_partition_tags_missing_a_used_tag():
-    err = lower_and_expect(
-        TagPartitioner(lambda n: "t0" if _is(n, MM) else ("t9" if _is(n, ADD) else None),
-                       tags={"t0": SPEC}),
-        errors.UnknownTagError, "t9", "aten_add_tensor", "tag-not-in-partition-tags")
+    with fastlower.strict_tags():
+        err = lower_and_expect(
+            TagPartitioner(lambda n: "t0" if _is(n, MM) and n.args[0].name == "x" else (
+                "t9" if _is(n, ADD) else None), tags={"t0": SPEC}),
+            errors.UnknownTagError, "t9", "aten_add_tensor", "tag-not-in-partition-tags")
     assert isinstance(err, RuntimeError)
+
+
+def test_partition_tags_missing_a_used_tag_is_ignored_by_default(caplog):
+    """As in the reference (its nested-backend tests rely on it), with a warning."""
+    ep = edge_program()
+    before = snapshot(ep)
+    out = fastlower.to_backend(ep, TagPartitioner(
+        lambda n: "t0" if _is(n, MM) and n.args[0].name == "x" else (
+            "t9" if _is(n, ADD) else None), tags={"t0": SPEC}))
+    assert out.graph_module.code.count("executorch_call_delegate(") == 1
+    assert "aten_add_tensor" in out.graph_module.code
+    assert any("t9" in r.getMessage() for r in caplog.records)
+    assert_unchanged(before, ep)
 
 
 def test_unknown_backend_id():

@@ -8,10 +8,10 @@ from .errors import (
 )
 from .report import LoweringReport, last_report
 from .spec import MethodProgramsPartitionerSpec
-from .state import disable_validation, validation_disabled
+from .state import disable_validation, strict_tags, validation_disabled
 
 __all__ = [
-    "to_backend", "validation_disabled", "disable_validation", "MethodProgramsPartitionerSpec",
+    "to_backend", "validation_disabled", "disable_validation", "strict_tags", "MethodProgramsPartitionerSpec",
     "LoweringReport", "last_report", "FastlowerError", "PartitionContractError",
     "BackendNotFoundError", "CyclicPartitionError", "GraphModifiedError",
     "MissingPartitionTagsError", "SharedConstantError", "TaggedOutputError",

@@ -82,8 +82,9 @@ class GraphBuilder:
                 self.meta[i] = {}
 
     # -- partitions -------------------------------------------------------------
-    def build_partition(self, pid: int, owning: ExportedProgram, real_state: Dict[str, Any],
-                        real_constants: Dict[str, Any], single_path: bool) -> Partition:
+    def build_partition(self, pid: int, owning: ExportedProgram, sig: ExportGraphSignature,
+                        real_state: Dict[str, Any], real_constants: Dict[str, Any],
+                        single_path: bool) -> Partition:
         """The reference's fused submodule and ExportedProgram for one partition."""
         sim, enc = self.sim, self.enc
         part: PartitionPlan = sim.partitions[pid]
@@ -119,7 +120,6 @@ class GraphBuilder:
                                                class_name="fused_" + tag)
 
         # arrange_graph_placeholders: owned params, buffers, constants first
-        sig = owning.graph_signature
         params, buffers = sig.inputs_to_parameters, sig.inputs_to_buffers
         consts = sig.inputs_to_lifted_tensor_constants
         groups: List[List[torch.fx.Node]] = [[], [], [], []]

@@ -33,15 +33,15 @@ class PartitionContractError(FastlowerError, RuntimeError):
 
 class TaggedOutputError(PartitionContractError):
     def __init__(self, node: str, tag: str):
-        super().__init__("tagged-output", "output node should not be tagged; outputs of a program "
-                         "cannot be delegated", node, tag)
+        super().__init__("tagged-output", f"output node {node} should not be tagged (the outputs "
+                         "of a program cannot be delegated)", node, tag)
 
 
 class TaggedUserInputError(PartitionContractError):
     def __init__(self, node: str, tag: str):
         super().__init__("tagged-user-input", "placeholder node for non-params, non-buffer, and "
-                         "non-tensor constants should not be tagged (only parameters, buffers and "
-                         "lifted constants can be owned by a delegate)", node, tag)
+                         f"non-tensor constants should not be tagged: {node} (only parameters, "
+                         "buffers and lifted constants can be owned by a delegate)", node, tag)
 
 
 class SharedConstantError(PartitionContractError):
@@ -55,7 +55,7 @@ class SharedConstantError(PartitionContractError):
         self.user_tag = user_tag
 
 
-class MissingPartitionTagsError(PartitionContractError):
+class MissingPartitionTagsError(PartitionContractError, AssertionError):
     def __init__(self, partitioner: str):
         super().__init__("partition-tags-missing",
                          f"Partitioner {partitioner} needs a `partition_tags` field containing a "
@@ -69,27 +69,37 @@ class UnknownTagError(PartitionContractError):
                          f"(known tags: {sorted(known)[:20]})", node, tag)
 
 
-class GraphModifiedError(PartitionContractError):
+class GraphModifiedError(PartitionContractError, AssertionError):
     def __init__(self, partitioner: str, detail: str, node: Optional[str] = None):
         super().__init__("partitioner-modified-graph",
                          f"The partitioner {partitioner} should not modify the graph module: {detail}",
                          node)
 
 
-class CyclicPartitionError(PartitionContractError):
+class CyclicPartitionError(PartitionContractError, AssertionError):
     def __init__(self, tag: str, path: Sequence[str]):
         self.path = list(path)
         super().__init__("partition-not-convex",
-                         "fusing this tag's nodes into one delegate would create a dependency "
+                         "Invalid partition, found dependency cycles: fusing this tag's nodes "
+                         "into one delegate would create a dependency "
                          f"cycle along the path {' -> '.join(path)} (the path leaves the partition "
                          "and re-enters it)", path[0] if path else None, tag)
 
 
-class NoPartitionOutputError(PartitionContractError):
+class NoPartitionOutputError(PartitionContractError, AssertionError):
     def __init__(self, tag: str, node: str):
         super().__init__("partition-without-output",
                          "no node of this partition is used outside it, so the delegate would "
                          "compute nothing", node, tag)
+
+
+class BufferMutationOutputError(PartitionContractError, AssertionError):
+    def __init__(self, node: str, tag: str, target: str):
+        super().__init__("owned-buffer-mutation-reused",
+                         f"Constant {target} was tagged to be consumed by the buffer, and was found "
+                         "to also contain a buffer mutation. However this buffer mutation node was "
+                         "found to also be used as other types of outputs which is currently not "
+                         "supported.", node, tag)
 
 
 class UnsupportedGraphError(PartitionContractError):

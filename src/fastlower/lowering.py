@@ -12,7 +12,9 @@ import torch
 from executorch.exir.backend.partitioner import Partitioner, PartitionResult
 from torch._guards import detect_fake_mode
 from torch.export import ExportedProgram
-from torch.export.exported_program import InputKind, InputSpec, OutputSpec, TensorArgument
+from torch.export.exported_program import (
+    ExportGraphSignature, InputKind, InputSpec, OutputSpec, TensorArgument,
+)
 
 from . import errors, state
 from ._twin.fusion import KIND_GET_ATTR
@@ -86,7 +88,7 @@ def _partition(name: str, program: ExportedProgram, partitioner: Partitioner,
     tag_names = list(result.partition_tags.keys())
     tag_index = {t: i for i, t in enumerate(tag_names)}
     encoded = encode_graph(tagged.graph_module, tag_index, tagged, Interner())
-    plan = plan_program(encoded, tag_names, single)
+    plan = plan_program(encoded, tag_names, single, state.strict_tags_enabled())
     lowering = MethodLowering(name, program, tagged, result, tag_names, plan)
     _collect_builders(lowering, plan)
     return lowering
@@ -100,10 +102,31 @@ def _collect_builders(lowering: MethodLowering, plan: GraphPlan) -> None:
 
 def _build_partitions(lowering: MethodLowering, single: bool) -> None:
     real_state, real_constants = lowering.original.state_dict, lowering.original.constants
+    sig = ExportGraphSignature(input_specs=_input_specs_after_duplication(lowering),
+                               output_specs=list(lowering.tagged.graph_signature.output_specs))
     for builder in lowering.builders:
         for pid in range(len(builder.sim.partitions)):
-            part = builder.build_partition(pid, lowering.tagged, real_state, real_constants, single)
+            part = builder.build_partition(pid, lowering.tagged, sig, real_state, real_constants,
+                                           single)
             lowering.partitions.append(part)
+
+
+def _input_specs_after_duplication(lowering: MethodLowering) -> List[InputSpec]:
+    """The input specs with each constant copy's spec right before its original's."""
+    top = lowering.builders[0]
+    sim = top.sim
+    copies_of: Dict[int, List[int]] = {}
+    for k in sim.copies:
+        copies_of.setdefault(sim.origin[k], []).append(k)
+    index_by_name = {n.name: i for i, n in enumerate(top.enc.nodes) if n.op == "placeholder"}
+    specs: List[InputSpec] = []
+    for spec in lowering.tagged.graph_signature.input_specs:
+        c = index_by_name.get(getattr(spec.arg, "name", None), -1)
+        for k in copies_of.get(c, ()):
+            specs.append(InputSpec(kind=spec.kind, arg=TensorArgument(name=sim.copy_target[k]),
+                                   target=spec.target, persistent=spec.persistent))
+        specs.append(spec)
+    return specs
 
 
 def _spec(lowering: MethodLowering, part: Partition):
@@ -205,34 +228,29 @@ def _set_attr(root: torch.nn.Module, qualname: str, value) -> None:
 def _final_signature(lowering: MethodLowering, top: GraphBuilder):
     sim = top.sim
     sig = lowering.tagged.graph_signature
-    copies_of: Dict[int, List[int]] = {}
-    for k in sim.copies:
-        copies_of.setdefault(sim.origin[k], []).append(k)
     owned = set()
     for p in sim.partitions:
         for m in p.nodes:
             if sim.op[m] == 0:
                 owned.add(sim.names[m])
-    index_by_name = {n.name: i for i, n in enumerate(top.enc.nodes) if n.op == "placeholder"}
     real_state = lowering.original.state_dict
     state_dict = {k: real_state.get(k, v) for k, v in lowering.tagged.state_dict.items()}
     constants = dict(lowering.original.constants)
+    copy_names = {sim.copy_target[k] for k in sim.copies}
     input_specs: List[InputSpec] = []
     removed: List[InputSpec] = []
-    for spec in sig.input_specs:
-        c = index_by_name.get(getattr(spec.arg, "name", None), -1)
-        for k in copies_of.get(c, ()):
-            fqn = sim.copy_target[k]
-            copy_spec = InputSpec(kind=spec.kind, arg=TensorArgument(name=fqn),
-                                  target=spec.target, persistent=spec.persistent)
+    for spec in _input_specs_after_duplication(lowering):
+        name = getattr(spec.arg, "name", None)
+        if name in copy_names:
+            # the reference stores each copy under its own key (a copy of the tensor);
+            # fastlower shares the original's storage under that key
             value = real_state.get(spec.target, constants.get(spec.target))
             if spec.kind == InputKind.CONSTANT_TENSOR or (
                     spec.kind == InputKind.BUFFER and spec.persistent is False):
-                constants[fqn] = value
+                constants[name] = value
             else:
-                state_dict[fqn] = value
-            (removed if fqn in owned else input_specs).append(copy_spec)
-        (removed if spec.arg.name in owned else input_specs).append(spec)
+                state_dict[name] = value
+        (removed if name in owned else input_specs).append(spec)
     used = {s.target for s in input_specs if s.target is not None}
     for spec in removed:
         if spec.target in used:
@@ -248,8 +266,6 @@ def _final_signature(lowering: MethodLowering, top: GraphBuilder):
             spec = OutputSpec(kind=spec.kind, arg=TensorArgument(name=sim.names[node]),
                               target=spec.target)
         output_specs.append(spec)
-    from torch.export.exported_program import ExportGraphSignature
-
     return ExportGraphSignature(input_specs=input_specs, output_specs=output_specs), \
         state_dict, constants
 

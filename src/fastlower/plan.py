@@ -7,6 +7,7 @@ picks one and sequences the calls the way the reference sequences its edits.
 
 from __future__ import annotations
 
+import logging
 import os
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Sequence, Tuple
@@ -20,6 +21,8 @@ from ._twin.fusion import (
     KIND_CALL_MODULE, OP_CALL_FUNCTION, OP_PLACEHOLDER, FusionSimulator, PartitionPlan,
 )
 from .encode import EncodedGraph
+
+log = logging.getLogger(__name__)
 
 _core = None if os.environ.get("FASTLOWER_FORCE_PYTHON") == "1" else load_core()
 
@@ -75,11 +78,12 @@ class GraphPlan:
         return self.sim.partitions
 
 
-def check_contract(enc: EncodedGraph, tag_names: Sequence[str]) -> None:
+def check_contract(enc: EncodedGraph, tag_names: Sequence[str], strict_tags: bool) -> None:
     """Raise the typed error for the first broken partition rule in ``enc`` (and nested graphs)."""
     a = enc.arrays
     offsets, flat = _csr(a.users)
-    code, node, other = find_contract_violation(a.op, a.tags, a.roles, enc.no_copy, offsets, flat)
+    code, node, other = find_contract_violation(a.op, a.tags, a.roles, enc.no_copy, offsets, flat,
+                                                strict_tags)
     name = lambda i: a.names[i]  # noqa: E731
     tag = lambda i: tag_names[a.tags[i]] if a.tags[i] >= 0 else enc.unknown_tags.get(i)  # noqa: E731
     if code == twin_contract.UNKNOWN_TAG:
@@ -90,9 +94,13 @@ def check_contract(enc: EncodedGraph, tag_names: Sequence[str]) -> None:
         raise errors.TaggedUserInputError(name(node), tag(node))
     if code == twin_contract.NO_COPY_SHARED:
         raise errors.SharedConstantError(name(node), tag(node), name(other), tag(other), True)
+    if enc.unknown_tags:
+        log.warning("fastlower: nodes tagged with tags missing from partition_tags stay "
+                    "undelegated: %s", ", ".join(f"{a.names[i]} ({t})" for i, t in
+                                                 list(enc.unknown_tags.items())[:10]))
     for subs in enc.nested.values():
         for _, sub in subs:
-            check_contract(sub, tag_names)
+            check_contract(sub, tag_names, strict_tags)
 
 
 def _duplicate_shared_constants(sim, enc: EncodedGraph, n_tags: int) -> None:
@@ -126,9 +134,18 @@ def _fuse_all(plan: GraphPlan, tag_names: Sequence[str], single: bool) -> None:
         inside = set(members)
         if not any(u not in inside for m in members for u in sim.users[m]):
             raise errors.NoPartitionOutputError(tag_names[t], sim.names[members[-1]])
-        sim.fuse(t, members)
+        part = sim.fuse(t, members)
+        _check_owned_mutations(sim, part, tag_names[t], plan.encoded.targets.values)
         if single:  # the single-program path lowers each partition right after fusing it
             sim.insert_delegate(len(sim.partitions) - 1)
+
+
+def _check_owned_mutations(sim, part, tag: str, targets) -> None:
+    """A buffer update the delegate owns may not also be returned as another output."""
+    for gi in part.deleted_getitems:
+        uses = [p for p, node in enumerate(sim.out_args) if node == gi]
+        if len(uses) > 1:
+            raise errors.BufferMutationOutputError(sim.names[gi], tag, str(targets[sim.out_targets[uses[0]]]))
 
 
 def _plan_graph(enc: EncodedGraph, tag_names, is_submodule: bool, top, single: bool) -> GraphPlan:
@@ -144,9 +161,10 @@ def _plan_graph(enc: EncodedGraph, tag_names, is_submodule: bool, top, single: b
     return plan
 
 
-def plan_program(enc: EncodedGraph, tag_names: Sequence[str], single: bool) -> GraphPlan:
+def plan_program(enc: EncodedGraph, tag_names: Sequence[str], single: bool,
+                 strict_tags: bool = False) -> GraphPlan:
     """Validate, duplicate constants, fuse every tag (and lower it if ``single``)."""
-    check_contract(enc, tag_names)
+    check_contract(enc, tag_names, strict_tags)
     return _plan_graph(enc, tag_names, False, None, single)
 
 

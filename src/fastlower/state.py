@@ -28,3 +28,26 @@ def validation_disabled() -> Generator[None, None, None]:
         yield
     finally:
         _ENABLE_VALIDATION = existing
+
+
+_STRICT_TAGS: bool = False
+
+
+def strict_tags_enabled() -> bool:
+    return _STRICT_TAGS
+
+
+@contextmanager
+def strict_tags() -> Generator[None, None, None]:
+    """Inside the block a node tagged with a tag missing from ``partition_tags`` is an error.
+
+    By default such nodes are left undelegated with a warning, as the reference
+    does (ExecuTorch's own nested-backend tests rely on it).
+    """
+    global _STRICT_TAGS
+    existing = _STRICT_TAGS
+    _STRICT_TAGS = True
+    try:
+        yield
+    finally:
+        _STRICT_TAGS = existing

@@ -14,15 +14,16 @@ _OWNABLE = (ROLE_PARAMETER, ROLE_BUFFER, ROLE_CONSTANT)
 
 def find_contract_violation(op: Sequence[int], tags: Sequence[int], roles: Sequence[int],
                             no_copy: Sequence[int], users_offsets: Sequence[int],
-                            users_flat: Sequence[int]) -> Tuple[int, int, int]:
+                            users_flat: Sequence[int], strict_tags: bool) -> Tuple[int, int, int]:
     """The first broken rule as (code, node, other node), or (OK, -1, -1).
 
     Nodes are checked in graph order.  Tags are indices (-1 untagged, -2 a tag
-    that ``partition_tags`` does not name).  A ``no_copy`` constant shared with
-    another tag (or an untagged node) is reported with the offending user.
+    that ``partition_tags`` does not name; an error only when ``strict_tags``,
+    else left undelegated).  A ``no_copy`` constant shared with another tag (or
+    an untagged node) is reported with the offending user.
     """
     for i, t in enumerate(tags):
-        if t == -1:
+        if t == -1 or (t == -2 and not strict_tags):
             continue
         if t == -2:
             return UNKNOWN_TAG, i, -1

@@ -13,10 +13,11 @@ input expected by ``to_backend(program, partitioner)``) gets split by
 supported and break the supported regions apart.  With the defaults
 (dim 64, 4 heads, vocab 128, seq 8) this gives roughly::
 
-    n_layers  edge nodes  XNNPACK partitions
-    1         ~100        ~6
-    4         ~340        ~18
-    8         ~660        ~34
+    n_layers  edge nodes  XNNPACK partitions   (preserve_linear=True, default)
+    1          94          7
+    4         322         22
+    8         626         42
+    (preserve_linear=False: 118/7, 409/22, 797/42)
 
 (see ``python -m fastlower.examples.llama`` for the exact numbers).
 """
@@ -205,24 +206,37 @@ def export_aten(n_layers: int = 1, **overrides):
     return model, aten, inputs
 
 
-def export_llama(n_layers: int = 1, **overrides):
+def edge_compile_config(preserve_linear: bool = True):
+    from executorch.exir import EdgeCompileConfig
+
+    preserve = [torch.ops.aten.linear.default] if preserve_linear else []
+    return EdgeCompileConfig(preserve_ops=preserve)
+
+
+def export_llama(n_layers: int = 1, *, preserve_linear: bool = True, **overrides):
     """Export the decoder to an Edge-dialect ``EdgeProgramManager``.
 
     Returns ``(edge_program_manager, example_inputs)``.  The program is
-    produced with plain ``executorch.exir.to_edge`` (the input format expected
-    by ``to_backend(edge_program, XnnpackPartitioner())`` /
-    ``EdgeProgramManager.to_backend``).  Every call builds a new program.
+    produced with ``executorch.exir.to_edge`` (the input expected by
+    ``to_backend(edge_program, XnnpackPartitioner())`` /
+    ``EdgeProgramManager.to_backend``).  With ``preserve_linear`` (default)
+    ``aten.linear`` is kept undecomposed, as ``to_edge_transform_and_lower``
+    does for XNNPACK, so the partitioner pulls the linear weights into the
+    delegates (constants move out of the owning program).  With
+    ``preserve_linear=False`` linears decompose to permute_copy + mm/addmm,
+    which XNNPACK only partially takes (weights stay top-level inputs).
+    Every call builds a new program.
     """
-    from executorch.exir import EdgeCompileConfig, to_edge
+    from executorch.exir import to_edge
 
     _, aten, inputs = export_aten(n_layers, **overrides)
-    epm = to_edge(aten, compile_config=EdgeCompileConfig(_check_ir_validity=True))
+    epm = to_edge(aten, compile_config=edge_compile_config(preserve_linear))
     return epm, inputs
 
 
-def edge_llama(n_layers: int = 1, **overrides):
+def edge_llama(n_layers: int = 1, **kwargs):
     """Like :func:`export_llama` but returns ``(ExportedProgram, inputs)``."""
-    epm, inputs = export_llama(n_layers, **overrides)
+    epm, inputs = export_llama(n_layers, **kwargs)
     return epm.exported_program(), inputs
 
 
@@ -232,7 +246,7 @@ def eager_reference(n_layers: int, inputs) -> torch.Tensor:
         return model(*inputs)
 
 
-def _stats(n_layers: int):  # pragma: no cover - diagnostic helper
+def _stats(n_layers: int, preserve_linear: bool = True):  # pragma: no cover - diagnostic helper
     import time
 
     from executorch.backends.xnnpack.partition.xnnpack_partitioner import (
@@ -242,7 +256,7 @@ def _stats(n_layers: int):  # pragma: no cover - diagnostic helper
     from executorch.exir.lowered_backend_module import get_lowered_submodules
 
     t0 = time.perf_counter()
-    ep, _ = edge_llama(n_layers)
+    ep, _ = edge_llama(n_layers, preserve_linear=preserve_linear)
     t1 = time.perf_counter()
     n_nodes = len(ep.graph.nodes)
     lowered = to_backend(ep, XnnpackPartitioner())
