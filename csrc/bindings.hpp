@@ -10,5 +10,10 @@ namespace py = pybind11;
 namespace fastlower {
 
 void register_info(py::module_ &m);
+void register_grouping(py::module_ &m);
+void register_contract(py::module_ &m);
+void register_identity(py::module_ &m);
+void register_namespace(py::module_ &m);
+void register_fusion(py::module_ &m);
 
 }  // namespace fastlower

@@ -4,4 +4,9 @@
 PYBIND11_MODULE(_core, m) {
     m.doc() = "fastlower native core (C++17, pybind11)";
     fastlower::register_info(m);
+    fastlower::register_grouping(m);
+    fastlower::register_contract(m);
+    fastlower::register_identity(m);
+    fastlower::register_namespace(m);
+    fastlower::register_fusion(m);
 }

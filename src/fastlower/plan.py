@@ -52,7 +52,12 @@ def first_difference(*args) -> int:
 
 def _new_simulator(enc: EncodedGraph, tag_names, is_submodule, top):
     if _core is not None and hasattr(_core, "FusionSimulator"):
-        return _core.FusionSimulator(enc.arrays, list(tag_names), is_submodule, top)
+        try:
+            return _core.FusionSimulator(enc.arrays, list(tag_names), is_submodule, top)
+        except _core.Unsupported:
+            # a graph the core cannot represent exactly (e.g. a name suffix beyond
+            # int64, users not matching inputs): the twin plans it; the two mix
+            pass
     return FusionSimulator(enc.arrays, tag_names, is_submodule, top)
 
 
@@ -105,17 +110,7 @@ def check_contract(enc: EncodedGraph, tag_names: Sequence[str], strict_tags: boo
 
 def _duplicate_shared_constants(sim, enc: EncodedGraph, n_tags: int) -> None:
     """Per tag, in tag order: give each user of a shared tagged constant its own copy."""
-    a = enc.arrays
-    placeholders = [i for i, o in enumerate(a.op) if o == OP_PLACEHOLDER]
-    for t in range(n_tags):
-        candidates = [c for c in placeholders if sim.tags[c] == t
-                      and any(sim.tags[u] != t for u in sim.users[c])]
-        touched = []
-        for c in candidates:
-            touched.append(c)
-            touched.extend(sim.duplicate_constant(c, None))
-        for c in touched:
-            sim.retag_constant(c)
+    sim.duplicate_shared_constants(n_tags)  # sim.g is enc.arrays
 
 
 def _fuse_all(plan: GraphPlan, tag_names: Sequence[str], single: bool) -> None:

@@ -225,6 +225,24 @@ class FusionSimulator:
         if len(tags) == 1:
             self.tags[c] = tags.pop()
 
+    def duplicate_shared_constants(self, n_tags: int) -> None:
+        """Per tag, in tag order: give each user of a shared tagged constant its own copy.
+
+        Bulk form of the per-constant calls (``duplicate_constant`` then
+        ``retag_constant``) that ``plan.py`` used to sequence itself; the C++ core
+        has the same method.
+        """
+        placeholders = [i for i, o in enumerate(self.g.op) if o == OP_PLACEHOLDER]
+        for t in range(n_tags):
+            candidates = [c for c in placeholders if self.tags[c] == t
+                          and any(self.tags[u] != t for u in self.users[c])]
+            touched = []
+            for c in candidates:
+                touched.append(c)
+                touched.extend(self.duplicate_constant(c, None))
+            for c in touched:
+                self.retag_constant(c)
+
     # -- fusion ---------------------------------------------------------------
     def renumber(self) -> None:
         for p, i in enumerate(self.order()):

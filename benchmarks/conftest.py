@@ -1,0 +1,132 @@
+"""Options and session fixtures of the lowering benchmarks (run: ``pytest benchmarks``)."""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+import warnings
+
+import pytest
+
+_HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, _HERE)
+
+def _prefer_source_tree() -> None:
+    """Benchmark the source tree, not an installed (possibly stale) copy.
+
+    A fastlower found on PYTHONPATH outside site-packages (``PYTHONPATH=src``, or
+    a snapshot of it) is kept; otherwise ``<repo>/src`` goes first on sys.path.
+    """
+    import importlib.util
+
+    spec = importlib.util.find_spec("fastlower")
+    origin = (spec.origin or "") if spec else ""
+    if not spec or "site-packages" in origin:
+        sys.path.insert(0, os.path.join(os.path.dirname(_HERE), "src"))
+
+
+_prefer_source_tree()
+
+DEFAULT_LAYERS = "1,4,8,16,32,64"
+
+
+def pytest_addoption(parser):
+    group = parser.getgroup("fastlower-bench", "fastlower lowering benchmarks")
+    group.addoption("--bench-layers", default=DEFAULT_LAYERS,
+                    help=f"comma-separated Llama layer counts (default {DEFAULT_LAYERS})")
+    group.addoption("--many-layers", type=int, default=8,
+                    help="layer count of the single-op many-partition case (default 8; 0 = skip)")
+    group.addoption("--skip-large-reference", type=int, nargs="?", const=16, default=None,
+                    metavar="LAYERS",
+                    help="skip reference cases above LAYERS layers (default when given: 16)")
+    group.addoption("--bench-rounds", type=int, default=3,
+                    help="rounds of cheap cases (default 3)")
+    group.addoption("--bench-slow-rounds", type=int, default=1,
+                    help="rounds of slow cases: (a) and reference (b) above 4 layers, "
+                         "reference many-partition case (default 1)")
+    group.addoption("--bench-setups", default="xnnpack,pretagged,many,floor",
+                    help="subset of cases to run")
+    group.addoption("--bench-impls", default="reference,fastlower",
+                    help="subset of implementations to run")
+
+
+def pytest_configure(config):
+    warnings.filterwarnings("ignore", message=".*register_constant.*")
+    config._fastlower_bench_start = time.perf_counter()
+
+
+def pytest_benchmark_update_json(config, benchmarks, output_json):
+    """Session facts for report.py: wall time, command line, planner in use."""
+    info = {"wall_s": time.perf_counter() - getattr(config, "_fastlower_bench_start", 0.0),
+            "argv": sys.argv[1:]}
+    try:
+        import fastlower
+        import fastlower.plan
+
+        info["native_core"] = fastlower.plan.backend_module() is not None
+        info["fastlower_file"] = fastlower.__file__
+    except Exception as exc:  # pragma: no cover
+        info["fastlower_import_error"] = repr(exc)
+    output_json["fastlower_bench"] = info
+
+
+@pytest.fixture(scope="session")
+def bench_options(request):
+    cfg = request.config
+    return {
+        "skip_ref_above": cfg.getoption("--skip-large-reference"),
+        "rounds": cfg.getoption("--bench-rounds"),
+        "slow_rounds": cfg.getoption("--bench-slow-rounds"),
+    }
+
+
+@pytest.fixture(scope="session")
+def programs():
+    from benchlib import ProgramCache
+
+    return ProgramCache()
+
+
+@pytest.fixture(scope="session")
+def session_results():
+    """Reference fingerprints/times by case, so the fastlower run can compare and take ratios."""
+    return {}
+
+
+@pytest.fixture(scope="session")
+def warmed_up():
+    """Lower a 1-layer program once per implementation and set-up before timing anything.
+
+    First calls pay one-off costs (imports, XNNPACK's cached pattern graphs
+    built with torch.export, fake-tensor dispatch caches); whichever
+    implementation ran first would be charged for them.
+    """
+    import copy
+
+    import fastlower
+    from executorch.exir.backend.backend_api import to_backend as ref_to_backend
+    from fastlower.examples.llama import edge_llama
+
+    import benchlib
+
+    benchlib.patch_xnnpack_preprocess_timer()
+    program, _ = edge_llama(1)
+    tags = benchlib.xnnpack_tags(program)
+    for impl in (ref_to_backend, fastlower.to_backend):
+        impl(copy.deepcopy(program), benchlib.timed_xnnpack_partitioner())
+        impl(copy.deepcopy(program), benchlib.PretaggedPartitioner(tags))
+        impl(copy.deepcopy(program), benchlib.PretaggedPartitioner(benchlib.single_op_tags(program)))
+    return True
+
+
+def pytest_report_header(config):
+    try:
+        import fastlower
+        import fastlower.plan
+
+        core = fastlower.plan.backend_module()
+        impl = f"native _core ({core.__file__})" if core is not None else "pure-Python twin"
+        return [f"fastlower {fastlower.__file__}", f"fastlower planner: {impl}"]
+    except Exception as exc:  # pragma: no cover
+        return [f"fastlower import failed: {exc!r}"]

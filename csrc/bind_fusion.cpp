@@ -1,0 +1,377 @@
+// Area "fusion": FusionSimulator (twin: fastlower/_twin/fusion.py).
+//
+// Per-node attributes (op, names, users, ...) are live read-only views that
+// index like the twin's lists (`sim.tags[u]`, `sim.pos.__getitem__`,
+// iteration, len, ==); `partitions` holds the twin's own PartitionPlan
+// dataclass instances and `copy_target` is a live dict, as in the twin.
+#include <algorithm>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "bindings.hpp"
+#include "fusion.hpp"
+#include "pyconv.hpp"
+#include "pyhooks.hpp"
+
+namespace fastlower {
+
+namespace {
+
+using pyconv::to_list;
+using pyconv::to_str;
+
+enum Field : int {
+    F_OP,
+    F_KIND,
+    F_ORIGIN,
+    F_INPUTS,
+    F_USERS,
+    F_NAMES,
+    F_TAGS,
+    F_ALIVE,
+    F_POS,
+    F_GETITEM_INDEX,
+    F_PARTITION_OF,
+    F_DH,
+    F_FAKE,
+    F_PRIO,
+};
+
+const py::object &plan_class() {
+    static py::object *cls =
+        new py::object(py::module_::import("fastlower._twin.fusion").attr("PartitionPlan"));
+    return *cls;
+}
+
+struct PySim {
+    std::unique_ptr<FusionCore> core;
+    py::object g;
+    py::object top;  // None: this simulator is the top level
+    py::list tag_names;
+    py::list partitions;
+    py::dict copy_target;
+    size_t copies_published = 0;
+
+    void publish_copies() {
+        for (; copies_published < core->copies.size(); ++copies_published)
+            copy_target[py::int_(core->copies[copies_published])] = to_str(core->copy_fqn[copies_published]);
+    }
+};
+
+py::object make_plan(const PartitionData &p) {
+    py::dict member_inputs;
+    for (size_t k = 0; k < p.nodes.size(); ++k) member_inputs[py::int_(p.nodes[k])] = to_list(p.member_inputs[k]);
+    py::dict kw;
+    kw["tag"] = p.tag;
+    kw["nodes"] = to_list(p.nodes);
+    kw["inputs"] = to_list(p.inputs);
+    kw["outputs"] = to_list(p.outputs);
+    kw["output_order"] = to_list(p.output_order);
+    kw["output_kinds"] = to_list(p.output_kinds);
+    kw["output_targets"] = to_list(p.output_targets);
+    kw["member_inputs"] = member_inputs;
+    kw["call_module"] = p.call_module;
+    kw["getitems"] = to_list(p.getitems);
+    kw["get_attr"] = p.get_attr;
+    kw["delegate"] = p.delegate;
+    kw["lowered_index"] = p.lowered_index;
+    kw["debug_handle"] = p.debug_handle;
+    kw["deleted_getitems"] = to_list(p.deleted_getitems);
+    kw["single_output"] = p.single_output;
+    return plan_class()(**kw);
+}
+
+struct NodeView {
+    py::object owner;  // keeps the simulator alive
+    const FusionCore *core;
+    int field;
+
+    size_t size() const { return core->size(); }
+
+    py::object item(size_t i) const {
+        const FusionCore &c = *core;
+        switch (field) {
+            case F_OP: return py::int_(c.op[i]);
+            case F_KIND: return py::int_(c.kind[i]);
+            case F_ORIGIN: return py::int_(c.origin[i]);
+            case F_INPUTS: return to_list(c.inputs[i]);
+            case F_USERS: {
+                py::list out(c.user_count(static_cast<int32_t>(i)));
+                Py_ssize_t k = 0;
+                c.for_users(static_cast<int32_t>(i), [&](int32_t u) {
+                    PyList_SET_ITEM(out.ptr(), k++, PyLong_FromLong(u));
+                });
+                return std::move(out);
+            }
+            case F_NAMES: return to_str(c.names[i]);
+            case F_TAGS: return py::int_(c.tags[i]);
+            case F_ALIVE: return py::bool_(c.alive[i] != 0);
+            case F_POS: return py::int_(c.pos[i]);
+            case F_GETITEM_INDEX: return py::int_(c.getitem_index[i]);
+            case F_PARTITION_OF: return py::int_(c.partition_of[i]);
+            case F_DH: return py::int_(c.dh[i]);
+            case F_FAKE: return py::int_(static_cast<int>(c.fake[i]));
+            case F_PRIO: return py::int_(static_cast<int>(c.prio[i]));
+        }
+        throw std::logic_error("bad field");
+    }
+
+    py::object at(int64_t i) const {
+        const int64_t n = static_cast<int64_t>(size());
+        if (i < 0) i += n;
+        if (i < 0 || i >= n) throw py::index_error("list index out of range");
+        return item(static_cast<size_t>(i));
+    }
+
+    py::list tolist() const {
+        const size_t n = size();
+        py::list out(n);
+        for (size_t i = 0; i < n; ++i) out[i] = item(i);
+        return out;
+    }
+};
+
+FusionCore &core_of(PySim &s) { return *s.core; }
+
+std::vector<int32_t> node_list(py::handle seq, size_t n) {
+    pyconv::FastSeq s(seq);
+    std::vector<int32_t> out(s.size());
+    for (size_t i = 0; i < s.size(); ++i) {
+        int64_t v = pyconv::to_i64(s[i]);
+        if (v < 0 || static_cast<size_t>(v) >= n) throw py::index_error("list index out of range");
+        out[i] = static_cast<int32_t>(v);
+    }
+    return out;
+}
+
+int32_t node_arg(int64_t i, size_t n) {
+    if (i < 0 || static_cast<size_t>(i) >= n) throw py::index_error("list index out of range");
+    return static_cast<int32_t>(i);
+}
+
+GraphInput convert_arrays(py::handle a) {
+    GraphInput g;
+    g.op = pyconv::ints<int32_t>(a.attr("op"));
+    const size_t n = g.op.size();
+    if (n >= static_cast<size_t>(INT32_MAX / 4)) throw Unsupported("graph too large");
+    g.prioritized = pyconv::flags(a.attr("prioritized"));
+    auto node_lists = [n](py::handle seq) {
+        pyconv::FastSeq s(seq);
+        std::vector<std::vector<int32_t>> out(s.size());
+        for (size_t i = 0; i < s.size(); ++i) {
+            pyconv::FastSeq inner(s[i]);
+            auto &v = out[i];
+            v.resize(inner.size());
+            for (size_t k = 0; k < inner.size(); ++k) {
+                int64_t x = pyconv::to_i64(inner[k]);
+                if (x < 0 || static_cast<size_t>(x) >= n) throw Unsupported("node index out of range");
+                v[k] = static_cast<int32_t>(x);
+            }
+        }
+        return out;
+    };
+    g.inputs = node_lists(a.attr("inputs"));
+    g.users = node_lists(a.attr("users"));
+    g.names = pyconv::strings(a.attr("names"));
+    g.tags = pyconv::ints(a.attr("tags"));
+    g.roles = pyconv::ints(a.attr("roles"));
+    g.targets = pyconv::ints(a.attr("targets"));
+    g.debug_handles = pyconv::ints(a.attr("debug_handles"));
+    g.fake_vals = pyconv::flags(a.attr("fake_vals"));
+    g.out_args = pyconv::ints(a.attr("out_args"));
+    g.out_kinds = pyconv::ints(a.attr("out_kinds"));
+    g.out_targets = pyconv::ints(a.attr("out_targets"));
+    if (g.prioritized.size() != n || g.inputs.size() != n || g.users.size() != n || g.names.size() != n ||
+        g.tags.size() != n || g.roles.size() != n || g.targets.size() != n || g.debug_handles.size() != n ||
+        g.fake_vals.size() != n)
+        throw Unsupported("per-node arrays of different lengths");
+    if (g.out_kinds.size() != g.out_args.size() || g.out_targets.size() != g.out_args.size())
+        throw Unsupported("output arrays of different lengths");
+    for (int64_t x : g.out_args)
+        if (x >= static_cast<int64_t>(n) || x < INT32_MIN) throw Unsupported("output index out of range");
+    for (int64_t d : g.debug_handles)
+        if (d > (int64_t(1) << 62) || d < -(int64_t(1) << 62)) throw Unsupported("debug handle out of range");
+    for (const auto &in : g.inputs) {  // node.all_input_nodes has no duplicates
+        for (size_t k = 0; k < in.size(); ++k)
+            for (size_t j = 0; j < k && in.size() <= 32; ++j)
+                if (in[j] == in[k]) throw Unsupported("duplicate input");
+        if (in.size() > 32) {
+            std::vector<int32_t> s(in);
+            std::sort(s.begin(), s.end());
+            if (std::adjacent_find(s.begin(), s.end()) != s.end()) throw Unsupported("duplicate input");
+        }
+    }
+    return g;
+}
+
+std::unique_ptr<PySim> make_sim(py::object arrays, py::object tag_names, bool is_submodule, py::object top) {
+    const NameHooks &hooks = python_name_hooks();
+    auto sim = std::make_unique<PySim>();
+    sim->g = arrays;
+    sim->tag_names = py::list(tag_names);
+    try {
+        GraphInput g = convert_arrays(arrays);
+        std::vector<std::string> fused;
+        for (py::handle t : sim->tag_names) {
+            std::string candidate = snake_case("fused_" + pyconv::utf8(t.ptr()), hooks);
+            split_name(candidate, hooks);  // reject suffixes the core cannot count now, not mid-plan
+            fused.push_back(std::move(candidate));
+        }
+        sim->core = std::make_unique<FusionCore>(std::move(g), std::move(fused), is_submodule, &hooks);
+    } catch (const std::overflow_error &e) {
+        throw Unsupported(e.what());
+    } catch (py::error_already_set &e) {
+        if (e.matches(PyExc_UnicodeError) || e.matches(PyExc_OverflowError)) throw Unsupported(e.what());
+        throw;
+    }
+    if (!top.is_none()) {
+        sim->top = top;
+        if (py::isinstance<PySim>(top)) {
+            sim->core->top_core = top.cast<PySim &>().core.get();
+        } else {
+            py::object t = top;
+            sim->core->top_fn = [t]() { return pyconv::to_i64(t.attr("max_debug_handle")().ptr()); };
+        }
+    } else {
+        sim->top = py::none();
+    }
+    return sim;
+}
+
+}  // namespace
+
+void register_fusion(py::module_ &m) {
+    // raised when a graph is outside what the core represents exactly; plan.py
+    // then falls back to the twin
+    py::register_exception<Unsupported>(m, "Unsupported", PyExc_ValueError);
+    py::register_exception_translator([](std::exception_ptr p) {
+        try {
+            if (p) std::rethrow_exception(p);
+        } catch (const CycleError &e) {
+            py::list stuck;
+            for (const auto &s : e.stuck) stuck.append(to_str(s));
+            std::string msg = "graph has a cycle through " + py::repr(stuck).cast<std::string>();
+            PyErr_SetString(PyExc_RuntimeError, msg.c_str());
+        } catch (const NodeKeyError &e) {
+            PyErr_SetObject(PyExc_KeyError, py::int_(e.key).ptr());
+        }
+    });
+
+    py::class_<NodeView>(m, "_NodeView", "Live read-only per-node attribute of a FusionSimulator.")
+        .def("__len__", &NodeView::size)
+        .def("__getitem__", &NodeView::at)
+        .def("__getitem__",
+             [](const NodeView &v, py::slice s) {
+                 size_t start, stop, step, len;
+                 if (!s.compute(v.size(), &start, &stop, &step, &len)) throw py::error_already_set();
+                 py::list out(len);
+                 for (size_t k = 0; k < len; ++k, start += step) out[k] = v.item(start);
+                 return out;
+             })
+        .def("__iter__", [](const NodeView &v) { return py::iter(v.tolist()); })
+        .def("__contains__", [](const NodeView &v, py::handle x) { return v.tolist().contains(x); })
+        .def("__eq__", [](const NodeView &v, py::handle o) { return v.tolist().equal(o); })
+        .def("__ne__", [](const NodeView &v, py::handle o) { return v.tolist().not_equal(o); })
+        .def("__repr__", [](const NodeView &v) { return py::repr(v.tolist()); })
+        .def("tolist", &NodeView::tolist);
+
+    auto view = [](int field) {
+        return [field](py::object self) {
+            return NodeView{self, self.cast<PySim &>().core.get(), field};
+        };
+    };
+
+    py::class_<PySim>(m, "FusionSimulator",
+                      "Replays the reference's fusion edits on integer arrays; same interface and\n"
+                      "results as fastlower._twin.fusion.FusionSimulator.")
+        .def(py::init(&make_sim), py::arg("g"), py::arg("tag_names"), py::arg("is_submodule"),
+             py::arg("top") = py::none())
+        // per-node views
+        .def_property_readonly("op", view(F_OP))
+        .def_property_readonly("kind", view(F_KIND))
+        .def_property_readonly("origin", view(F_ORIGIN))
+        .def_property_readonly("inputs", view(F_INPUTS))
+        .def_property_readonly("users", view(F_USERS))
+        .def_property_readonly("names", view(F_NAMES))
+        .def_property_readonly("tags", view(F_TAGS))
+        .def_property_readonly("alive", view(F_ALIVE))
+        .def_property_readonly("pos", view(F_POS))
+        .def_property_readonly("getitem_index", view(F_GETITEM_INDEX))
+        .def_property_readonly("partition_of", view(F_PARTITION_OF))
+        .def_property_readonly("dh", view(F_DH))
+        .def_property_readonly("fake", view(F_FAKE))
+        .def_property_readonly("prio", view(F_PRIO))
+        // graph-level state
+        .def_property_readonly("g", [](PySim &s) { return s.g; })
+        .def_property_readonly("tag_names", [](PySim &s) { return s.tag_names; })
+        .def_property_readonly("is_submodule", [](PySim &s) { return s.core->is_submodule; })
+        .def_property_readonly("top", [](py::object self) {
+            PySim &s = self.cast<PySim &>();
+            return s.top.is_none() ? self : s.top;
+        })
+        .def_property_readonly("out_args", [](PySim &s) { return to_list(s.core->out_args); })
+        .def_property_readonly("out_kinds", [](PySim &s) { return to_list(s.core->out_kinds); })
+        .def_property_readonly("out_targets", [](PySim &s) { return to_list(s.core->out_targets); })
+        .def_property_readonly("out_specs", [](PySim &s) { return to_list(s.core->out_specs); })
+        .def_property_readonly("output_node", [](PySim &s) { return s.core->output_node; })
+        .def_property_readonly("copies", [](PySim &s) { return to_list(s.core->copies); })
+        .def_property_readonly("copy_target", [](PySim &s) { return s.copy_target; })
+        .def_property_readonly("partitions", [](PySim &s) { return s.partitions; })
+        .def_property_readonly("lowered_count", [](PySim &s) { return s.core->lowered_count; })
+        // methods
+        .def("order", [](PySim &s) { return to_list(s.core->order()); })
+        .def("renumber", [](PySim &s) { s.core->renumber(); })
+        .def("members", [](PySim &s, int64_t tag) { return to_list(s.core->members(tag)); })
+        .def(
+            "duplicate_constant",
+            [](PySim &s, int64_t c, py::object) {
+                auto made = core_of(s).duplicate_constant(node_arg(c, s.core->size()));
+                s.publish_copies();
+                return to_list(made);
+            },
+            py::arg("c"), py::arg("tag_of_user") = py::none())
+        .def("retag_constant", [](PySim &s, int64_t c) { s.core->retag_constant(node_arg(c, s.core->size())); })
+        .def(
+            "duplicate_shared_constants",
+            [](PySim &s, int64_t n_tags) {
+                try {
+                    s.core->duplicate_shared_constants(n_tags);
+                } catch (...) {
+                    s.publish_copies();
+                    throw;
+                }
+                s.publish_copies();
+            },
+            py::arg("n_tags"))
+        .def("find_cycle",
+             [](PySim &s, py::handle members) -> py::object {
+                 std::vector<int32_t> path;
+                 if (s.core->find_cycle(node_list(members, s.core->size()), path)) return to_list(path);
+                 return py::none();
+             })
+        .def("fuse",
+             [](PySim &s, int64_t tag, py::handle members) {
+                 int32_t pid = s.core->fuse(tag, node_list(members, s.core->size()));
+                 py::object plan = make_plan(s.core->partitions[pid]);
+                 s.partitions.append(plan);
+                 return plan;
+             })
+        .def("legalize", [](PySim &s) { s.core->legalize(); })
+        .def("insert_delegate",
+             [](PySim &s, int64_t pid) {
+                 const int64_t n = static_cast<int64_t>(s.core->partitions.size());
+                 if (pid < 0) pid += n;
+                 if (pid < 0 || pid >= n) throw py::index_error("list index out of range");
+                 s.core->insert_delegate(static_cast<int32_t>(pid));
+                 const PartitionData &p = s.core->partitions[pid];
+                 py::object plan = s.partitions[static_cast<size_t>(pid)];
+                 plan.attr("lowered_index") = p.lowered_index;
+                 plan.attr("get_attr") = p.get_attr;
+                 plan.attr("delegate") = p.delegate;
+                 plan.attr("debug_handle") = p.debug_handle;
+             })
+        .def("max_debug_handle", [](PySim &s) { return s.core->max_debug_handle(); });
+}
+
+}  // namespace fastlower

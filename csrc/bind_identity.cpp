@@ -1,0 +1,22 @@
+// Area "identity": first_difference (twin: fastlower/_twin/identity.py).
+#include "bindings.hpp"
+#include "identity.hpp"
+#include "pyconv.hpp"
+
+namespace fastlower {
+
+void register_identity(py::module_ &m) {
+    m.def(
+        "first_difference",
+        [](py::handle op_a, py::handle target_a, py::handle off_a, py::handle in_a, py::handle op_b,
+           py::handle target_b, py::handle off_b, py::handle in_b) {
+            return first_difference(pyconv::ints(op_a), pyconv::ints(target_a), pyconv::ints(off_a),
+                                    pyconv::ints(in_a), pyconv::ints(op_b), pyconv::ints(target_b),
+                                    pyconv::ints(off_b), pyconv::ints(in_b));
+        },
+        py::arg("op_a"), py::arg("target_a"), py::arg("off_a"), py::arg("in_a"), py::arg("op_b"),
+        py::arg("target_b"), py::arg("off_b"), py::arg("in_b"),
+        "Index of the first structurally different node, -1 when the graphs are identical.");
+}
+
+}  // namespace fastlower

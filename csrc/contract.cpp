@@ -1,0 +1,47 @@
+#include "contract.hpp"
+
+#include <stdexcept>
+
+#include "fusion.hpp"  // OP_* and ROLE_* codes
+
+namespace fastlower {
+
+namespace {
+
+int64_t at(const std::vector<int64_t> &v, int64_t i) {
+    const int64_t n = static_cast<int64_t>(v.size());
+    if (i < 0) i += n;
+    if (i < 0 || i >= n) throw std::out_of_range("list index out of range");
+    return v[static_cast<size_t>(i)];
+}
+
+}  // namespace
+
+std::tuple<int64_t, int64_t, int64_t> find_contract_violation(
+    const std::vector<int64_t> &op, const std::vector<int64_t> &tags, const std::vector<int64_t> &roles,
+    const std::vector<int64_t> &no_copy, const std::vector<int64_t> &users_offsets,
+    const std::vector<int64_t> &users_flat, bool strict_tags) {
+    const int64_t n = static_cast<int64_t>(tags.size());
+    for (int64_t i = 0; i < n; ++i) {
+        const int64_t t = tags[static_cast<size_t>(i)];
+        if (t == -1 || (t == -2 && !strict_tags)) continue;
+        if (t == -2) return {UNKNOWN_TAG, i, -1};
+        const int64_t o = at(op, i);
+        if (o == OP_OUTPUT) return {TAGGED_OUTPUT, i, -1};
+        if (o == OP_PLACEHOLDER) {
+            const int64_t role = at(roles, i);
+            if (role != ROLE_PARAMETER && role != ROLE_BUFFER && role != ROLE_CONSTANT)
+                return {TAGGED_USER_INPUT, i, -1};
+            if (at(no_copy, i)) {
+                const int64_t lo = at(users_offsets, i), hi = at(users_offsets, i + 1);
+                for (int64_t k = lo; k < hi; ++k) {
+                    const int64_t u = at(users_flat, k);
+                    if (at(tags, u) != t) return {NO_COPY_SHARED, i, u};
+                }
+            }
+        }
+    }
+    return {CONTRACT_OK, -1, -1};
+}
+
+}  // namespace fastlower

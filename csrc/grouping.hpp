@@ -1,0 +1,13 @@
+// Group node indices by delegation tag.  Twin: fastlower/_twin/grouping.py.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+namespace fastlower {
+
+// Node indices of each tag 0..n_tags-1, in node order; other values are ignored.
+std::vector<std::vector<int64_t>> group_by_tag(const std::vector<int64_t> &tags, int64_t n_tags);
+
+}  // namespace fastlower

@@ -1,0 +1,104 @@
+#include "identity.hpp"
+
+#include <algorithm>
+#include <stdexcept>
+#include <unordered_map>
+
+namespace fastlower {
+
+namespace {
+
+int64_t at(const std::vector<int64_t> &v, int64_t i) {
+    const int64_t n = static_cast<int64_t>(v.size());
+    if (i < 0) i += n;
+    if (i < 0 || i >= n) throw std::out_of_range("list index out of range");
+    return v[static_cast<size_t>(i)];
+}
+
+// flat[start:stop] bounds, Python slice semantics
+void slice_bounds(int64_t n, int64_t start, int64_t stop, int64_t &lo, int64_t &hi) {
+    if (start < 0) start = std::max<int64_t>(start + n, 0);
+    if (stop < 0) stop = std::max<int64_t>(stop + n, 0);
+    lo = std::min(start, n);
+    hi = std::min(stop, n);
+    if (hi < lo) hi = lo;
+}
+
+// Hash-consing table: keys (op, target, input classes...) live in one arena;
+// the map stores (offset, length) views into it.
+class ClassTable {
+  public:
+    struct Key {
+        size_t off, len;
+        size_t hash;
+    };
+    struct KeyHash {
+        size_t operator()(const Key &k) const { return k.hash; }
+    };
+    struct KeyEq {
+        const std::vector<int64_t> *arena;
+        bool operator()(const Key &a, const Key &b) const {
+            return a.len == b.len && a.hash == b.hash &&
+                   std::equal(arena->begin() + a.off, arena->begin() + a.off + a.len, arena->begin() + b.off);
+        }
+    };
+
+    ClassTable() : map_(16, KeyHash{}, KeyEq{&arena_}) {}
+
+    // classes of every node of one graph, appended to out
+    void classes(const std::vector<int64_t> &op, const std::vector<int64_t> &target,
+                 const std::vector<int64_t> &off, const std::vector<int64_t> &flat,
+                 std::vector<int64_t> &out) {
+        out.clear();
+        const int64_t n = static_cast<int64_t>(op.size());
+        const int64_t nf = static_cast<int64_t>(flat.size());
+        for (int64_t i = 0; i < n; ++i) {
+            const size_t start = arena_.size();
+            arena_.push_back(op[static_cast<size_t>(i)]);
+            arena_.push_back(at(target, i));
+            int64_t lo, hi;
+            slice_bounds(nf, at(off, i), at(off, i + 1), lo, hi);
+            for (int64_t k = lo; k < hi; ++k) {
+                const int64_t j = flat[static_cast<size_t>(k)];
+                arena_.push_back(j < i ? at(out, j) : -1 - j);
+            }
+            Key key{start, arena_.size() - start, 0};
+            size_t h = 1469598103934665603ull ^ key.len;
+            for (size_t q = start; q < arena_.size(); ++q) {
+                h ^= static_cast<size_t>(arena_[q]) + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2);
+            }
+            key.hash = h;
+            auto it = map_.find(key);
+            if (it != map_.end()) {
+                arena_.resize(start);
+                out.push_back(it->second);
+            } else {
+                const int64_t id = static_cast<int64_t>(map_.size());
+                map_.emplace(key, id);
+                out.push_back(id);
+            }
+        }
+    }
+
+  private:
+    std::vector<int64_t> arena_;
+    std::unordered_map<Key, int64_t, KeyHash, KeyEq> map_;
+};
+
+}  // namespace
+
+int64_t first_difference(const std::vector<int64_t> &op_a, const std::vector<int64_t> &target_a,
+                         const std::vector<int64_t> &off_a, const std::vector<int64_t> &in_a,
+                         const std::vector<int64_t> &op_b, const std::vector<int64_t> &target_b,
+                         const std::vector<int64_t> &off_b, const std::vector<int64_t> &in_b) {
+    ClassTable table;
+    std::vector<int64_t> ca, cb;
+    table.classes(op_a, target_a, off_a, in_a, ca);
+    table.classes(op_b, target_b, off_b, in_b, cb);
+    const size_t n = std::min(ca.size(), cb.size());
+    for (size_t i = 0; i < n; ++i)
+        if (ca[i] != cb[i]) return static_cast<int64_t>(i);
+    return ca.size() == cb.size() ? -1 : static_cast<int64_t>(n);
+}
+
+}  // namespace fastlower

@@ -1,0 +1,145 @@
+#include "namespace.hpp"
+
+#include <algorithm>
+
+namespace fastlower {
+
+namespace {
+
+inline bool is_lower(char c) { return c >= 'a' && c <= 'z'; }
+inline bool is_upper(char c) { return c >= 'A' && c <= 'Z'; }
+inline bool is_digit(char c) { return c >= '0' && c <= '9'; }
+inline bool is_word(char c) { return is_lower(c) || is_upper(c) || is_digit(c) || c == '_'; }
+
+// ^[a-zA-Z_][0-9a-zA-Z_]*$ with Python's `$` (also matches before one final
+// "\n"); on success body_len is the length without that newline.
+bool match_word(const std::string &s, size_t &body_len) {
+    size_t end = s.size();
+    if (end && s[end - 1] == '\n') --end;
+    if (end == 0) return false;
+    if (!(is_lower(s[0]) || is_upper(s[0]) || s[0] == '_')) return false;
+    for (size_t i = 1; i < end; ++i)
+        if (!is_word(s[i])) return false;
+    body_len = end;
+    return true;
+}
+
+// Non-greedy base + optional _(\d+): the only possible split is at the '_'
+// right before the trailing digit run.
+void split_body(const std::string &s, size_t end, SplitResult &r) {
+    size_t d = end;
+    while (d > 0 && is_digit(s[d - 1])) --d;
+    if (d < end && d >= 2 && s[d - 1] == '_') {
+        r.base = s.substr(0, d - 1);
+        size_t z = d;
+        while (z + 1 < end && s[z] == '0') ++z;  // int("007") == 7
+        if (end - z > 18) throw Unsupported("numeric name suffix too large: " + s);
+        int64_t v = 0;
+        for (size_t i = z; i < end; ++i) v = v * 10 + (s[i] - '0');
+        r.has_num = true;
+        r.num = v;
+    } else {
+        r.base = s.substr(0, end);
+        r.has_num = false;
+        r.num = 0;
+    }
+}
+
+}  // namespace
+
+bool is_ascii(const std::string &s) {
+    for (unsigned char c : s)
+        if (c >= 0x80) return false;
+    return true;
+}
+
+std::string snake_case(const std::string &s, const NameHooks &hooks) {
+    std::string out;
+    out.reserve(s.size() + 4);
+    // a byte-wise look-behind is exact on UTF-8: ASCII bytes never occur inside
+    // a multi-byte sequence
+    for (size_t i = 0; i < s.size(); ++i) {
+        if (i > 0 && is_upper(s[i]) && is_lower(s[i - 1])) out.push_back('_');
+        out.push_back(s[i]);
+    }
+    if (is_ascii(out)) {
+        for (char &c : out)
+            if (is_upper(c)) c = static_cast<char>(c - 'A' + 'a');
+        return out;
+    }
+    return hooks.lower_unicode(out);
+}
+
+SplitResult split_name(const std::string &s, const NameHooks &hooks) {
+    if (!is_ascii(s)) return hooks.split_unicode(s);
+    SplitResult r;
+    size_t end = 0;
+    if (match_word(s, end)) {
+        r.candidate = s;
+        split_body(s, end, r);
+        return r;
+    }
+    std::string c;
+    c.reserve(s.size() + 1);
+    bool in_run = false;
+    for (char ch : s) {
+        if (is_word(ch)) {
+            c.push_back(ch);
+            in_run = false;
+        } else if (!in_run) {
+            c.push_back('_');
+            in_run = true;
+        }
+    }
+    if (c.empty()) c = "_unnamed";
+    if (is_digit(c[0])) c.insert(c.begin(), '_');
+    r.candidate = c;
+    split_body(c, c.size(), r);
+    return r;
+}
+
+int32_t Namespace::intern_base(const std::string &base) {
+    auto it = base_ids_.find(base);
+    if (it != base_ids_.end()) return it->second;
+    int32_t id = static_cast<int32_t>(count.size());
+    base_ids_.emplace(base, id);
+    count.push_back(0);
+    return id;
+}
+
+void Namespace::clear() {
+    used.clear();
+    std::fill(count.begin(), count.end(), 0);
+}
+
+NameInfo Namespace::create_info(const std::string &cand_in) {
+    SplitResult r = split_name(cand_in, *hooks_);
+    NameInfo info;
+    info.base = intern_base(r.base);
+    std::string &cand = r.candidate;
+    int64_t num;
+    bool renamed = false;
+    if (!r.has_num || used.count(cand)) {
+        num = count[info.base];
+        if (hooks_->illegal && hooks_->illegal->count(cand)) {
+            num += 1;
+            cand = r.base + "_" + std::to_string(num);
+            renamed = true;
+        }
+    } else {
+        num = r.num;
+    }
+    while (used.count(cand)) {
+        num += 1;
+        cand = r.base + "_" + std::to_string(num);
+        renamed = true;
+    }
+    used.insert(cand);
+    count[info.base] = num;
+    info.has_num = r.has_num || renamed;
+    info.num = num;
+    info.name = std::move(cand);
+    return info;
+}
+
+}  // namespace fastlower
