@@ -101,18 +101,12 @@ int32_t FusionCore::link_edge(int32_t x, int32_t u) {
         e = e_free_.back();
         e_free_.pop_back();
     } else {
-        e = static_cast<int32_t>(e_dst_.size());
-        e_dst_.push_back(0);
-        e_src_.push_back(0);
-        e_prev_.push_back(-1);
-        e_next_.push_back(-1);
+        e = static_cast<int32_t>(edges_.size());
+        edges_.push_back(Edge{});
     }
-    e_dst_[e] = u;
-    e_src_[e] = x;
-    e_next_[e] = -1;
-    e_prev_[e] = u_tail_[x];
+    edges_[e] = Edge{u, x, u_tail_[x], -1};
     if (u_tail_[x] >= 0)
-        e_next_[u_tail_[x]] = e;
+        edges_[u_tail_[x]].next = e;
     else
         u_head_[x] = e;
     u_tail_[x] = e;
@@ -121,24 +115,23 @@ int32_t FusionCore::link_edge(int32_t x, int32_t u) {
 }
 
 void FusionCore::unlink_edge(int32_t e) {
-    const int32_t x = e_src_[e];
-    const int32_t p = e_prev_[e], nx = e_next_[e];
-    if (p >= 0)
-        e_next_[p] = nx;
+    const Edge ed = edges_[e];
+    if (ed.prev >= 0)
+        edges_[ed.prev].next = ed.next;
     else
-        u_head_[x] = nx;
-    if (nx >= 0)
-        e_prev_[nx] = p;
+        u_head_[ed.src] = ed.next;
+    if (ed.next >= 0)
+        edges_[ed.next].prev = ed.prev;
     else
-        u_tail_[x] = p;
-    --u_count_[x];
+        u_tail_[ed.src] = ed.prev;
+    --u_count_[ed.src];
     e_free_.push_back(e);
 }
 
 void FusionCore::users_of(int32_t x, std::vector<int32_t> &out) const {
     out.clear();
     out.reserve(u_count_[x]);
-    for (int32_t e = u_head_[x]; e != -1; e = e_next_[e]) out.push_back(e_dst_[e]);
+    for (int32_t e = u_head_[x]; e != -1; e = edges_[e].next) out.push_back(edges_[e].dst);
 }
 
 void FusionCore::check_node(int64_t i) const {
@@ -314,7 +307,7 @@ void FusionCore::duplicate_shared_constants(int64_t n_tags) {
         for (int32_t c : placeholders) {
             if (tags[c] != t) continue;
             bool shared = false;
-            for (int32_t e = u_head_[c]; e != -1 && !shared; e = e_next_[e]) shared = tags[e_dst_[e]] != t;
+            for (int32_t e = u_head_[c]; e != -1 && !shared; e = edges_[e].next) shared = tags[edges_[e].dst] != t;
             if (shared) candidates.push_back(c);
         }
         touched.clear();
@@ -357,8 +350,8 @@ bool FusionCore::find_cycle(const std::vector<int32_t> &members, std::vector<int
     std::vector<int32_t> &q = queue_;
     q.clear();
     for (int32_t m : members)
-        for (int32_t e = u_head_[m]; e != -1; e = e_next_[e]) {
-            const int32_t u = e_dst_[e];
+        for (int32_t e = u_head_[m]; e != -1; e = edges_[e].next) {
+            const int32_t u = edges_[e].dst;
             if (!inside.test(u) && !seen.test(u) && pos[u] <= limit) {
                 seen.insert(u);
                 parent_[u] = m;
@@ -367,8 +360,8 @@ bool FusionCore::find_cycle(const std::vector<int32_t> &members, std::vector<int
         }
     for (size_t h = 0; h < q.size(); ++h) {
         const int32_t cur = q[h];
-        for (int32_t e = u_head_[cur]; e != -1; e = e_next_[e]) {
-            const int32_t u = e_dst_[e];
+        for (int32_t e = u_head_[cur]; e != -1; e = edges_[e].next) {
+            const int32_t u = edges_[e].dst;
             if (seen.test(u) || pos[u] > limit) continue;
             seen.insert(u);
             parent_[u] = cur;
@@ -401,7 +394,7 @@ int32_t FusionCore::fuse(int64_t tag, const std::vector<int32_t> &members) {
             if (!inside.test(x) && seen.insert(x)) plan.inputs.push_back(x);
     for (int32_t m : members) {
         bool external = false;
-        for (int32_t e = u_head_[m]; e != -1 && !external; e = e_next_[e]) external = !inside.test(e_dst_[e]);
+        for (int32_t e = u_head_[m]; e != -1 && !external; e = edges_[e].next) external = !inside.test(edges_[e].dst);
         if (external) plan.outputs.push_back(m);
     }
     if (plan.outputs.empty()) throw std::invalid_argument("max() arg is an empty sequence");
@@ -537,8 +530,8 @@ void FusionCore::legalize() {
     while (h < t) {
         const int32_t cur = queue_[h++];
         new_order.push_back(cur);
-        for (int32_t e = u_head_[cur]; e != -1; e = e_next_[e]) {
-            const int32_t u = e_dst_[e];
+        for (int32_t e = u_head_[cur]; e != -1; e = edges_[e].next) {
+            const int32_t u = edges_[e].dst;
             if (!alive[u]) throw NodeKeyError(u);
             if (--indeg_[u] == 0) {
                 if (prio[u])
@@ -563,33 +556,37 @@ void FusionCore::legalize() {
     }
     head_ = m ? new_order[0] : -1;
     tail_ = m ? new_order[m - 1] : -1;
-    // users rebuilt in the new node order
-    std::fill(u_head_.begin(), u_head_.end(), -1);
-    std::fill(u_tail_.begin(), u_tail_.end(), -1);
-    std::fill(u_count_.begin(), u_count_.end(), 0);
+    // users rebuilt in the new node order: every live edge belongs to a node of
+    // new_order; renumber them so each node's users are contiguous (counting sort)
+    // (u_count_ already counts exactly those edges: erased nodes left every users list)
+    const size_t n_all = size();
+    size_t n_edges = 0;
+    cursor_.resize(n_all);
+    for (size_t x = 0; x < n_all; ++x) {
+        const int32_t c = u_count_[x];
+        cursor_[x] = static_cast<int32_t>(n_edges);
+        u_head_[x] = c ? static_cast<int32_t>(n_edges) : -1;
+        n_edges += static_cast<size_t>(c);
+        u_tail_[x] = c ? static_cast<int32_t>(n_edges) - 1 : -1;
+    }
+    if (n_edges >= static_cast<size_t>(INT32_MAX)) throw std::length_error("too many edges");
+    edges_.resize(n_edges);
+    e_free_.clear();
     for (int32_t i : new_order) {
         const auto &in = inputs[i];
         auto &ie = in_edge_[i];
         for (size_t k = 0; k < in.size(); ++k) {
             const int32_t x = in[k];
-            int32_t e = ie[k];
-            if (e < 0) {  // not reachable for consistent graphs; mirror `users[x][i] = None`
-                ie[k] = link_edge(x, i);
-                continue;
-            }
-            e_next_[e] = -1;
-            e_prev_[e] = u_tail_[x];
-            if (u_tail_[x] >= 0)
-                e_next_[u_tail_[x]] = e;
-            else
-                u_head_[x] = e;
-            u_tail_[x] = e;
-            ++u_count_[x];
+            const int32_t e = cursor_[x]++;
+            if (e > u_tail_[x]) throw std::logic_error("users lists out of sync with inputs");
+            const bool first = e == u_head_[x], last = e == u_tail_[x];
+            edges_[e] = Edge{i, x, first ? -1 : e - 1, last ? -1 : e + 1};
+            ie[k] = e;
         }
     }
     // Namespace(names in new order)
     if (canonical_) {
-        for (int32_t i : erased_since_rebuild_) ns_.used.erase(names[i]);
+        for (int32_t i : erased_since_rebuild_) ns_.remove(names[i]);
         std::fill(ns_.count.begin(), ns_.count.end(), 0);
         for (int32_t i : new_order)
             if (name_num_[i] >= 0) ns_.count[name_base_[i]] = name_num_[i];

@@ -125,7 +125,7 @@ class FusionCore {
     int32_t user_count(int32_t x) const { return u_count_[x]; }
     template <class F>
     void for_users(int32_t x, F &&f) const {
-        for (int32_t e = u_head_[x]; e != -1; e = e_next_[e]) f(e_dst_[e]);
+        for (int32_t e = u_head_[x]; e != -1; e = edges_[e].next) f(edges_[e].dst);
     }
     void users_of(int32_t x, std::vector<int32_t> &out) const;
 
@@ -164,7 +164,11 @@ class FusionCore {
     // users lists (intrusive, per source node)
     std::vector<int32_t> u_head_, u_tail_, u_count_;
     std::vector<std::vector<int32_t>> in_edge_;
-    std::vector<int32_t> e_dst_, e_src_, e_prev_, e_next_, e_free_;
+    struct Edge {
+        int32_t dst, src, prev, next;
+    };
+    std::vector<Edge> edges_;
+    std::vector<int32_t> e_free_;
     // node order
     std::vector<int32_t> next_, prev_;
     int32_t head_ = -1, tail_ = -1;
@@ -181,7 +185,7 @@ class FusionCore {
     std::vector<int64_t> g_roles_, g_targets_;
     // scratch
     Marks mark_a_, mark_b_, mark_dedup_;
-    std::vector<int32_t> parent_, indeg_, queue_, order_buf_, new_order_, set_buf_, rep_buf_;
+    std::vector<int32_t> parent_, indeg_, queue_, order_buf_, new_order_, set_buf_, rep_buf_, cursor_;
 };
 
 }  // namespace fastlower

@@ -104,12 +104,74 @@ int32_t Namespace::intern_base(const std::string &base) {
     int32_t id = static_cast<int32_t>(count.size());
     base_ids_.emplace(base, id);
     count.push_back(0);
+    bits_.emplace_back();
     return id;
 }
 
 void Namespace::clear() {
-    used.clear();
+    used_.clear();
     std::fill(count.begin(), count.end(), 0);
+    for (auto &b : bits_) b.clear();
+}
+
+namespace {
+
+// name == f"{base}_{num}" exactly (no leading zeros, no trailing newline)
+bool is_base_num(const std::string &name, const std::string &base, int64_t num) {
+    const std::string digits = std::to_string(num);
+    return name.size() == base.size() + 1 + digits.size() && name.compare(0, base.size(), base) == 0 &&
+           name[base.size()] == '_' && name.compare(base.size() + 1, digits.size(), digits) == 0;
+}
+
+}  // namespace
+
+void Namespace::set_bit(int32_t base, int64_t num, bool on) {
+    if (num < 0 || num >= kBitCap) return;
+    auto &b = bits_[base];
+    const size_t w = static_cast<size_t>(num >> 6);
+    if (w >= b.size()) {
+        if (!on) return;
+        b.resize(std::max(w + 1, b.size() * 2), 0);
+    }
+    const uint64_t bit = uint64_t(1) << (num & 63);
+    if (on)
+        b[w] |= bit;
+    else
+        b[w] &= ~bit;
+}
+
+bool Namespace::used_num(int32_t base, const std::string &base_str, int64_t num) const {
+    if (num >= 0 && num < kBitCap) {
+        const auto &b = bits_[base];
+        const size_t w = static_cast<size_t>(num >> 6);
+        return w < b.size() && ((b[w] >> (num & 63)) & 1);
+    }
+    return used(base_str + "_" + std::to_string(num));
+}
+
+int64_t Namespace::next_free(int32_t base, const std::string &base_str, int64_t num) const {
+    int64_t n = num + 1;
+    const auto &b = bits_[base];
+    while (n >= 0 && n < kBitCap) {
+        const size_t w = static_cast<size_t>(n >> 6);
+        if (w >= b.size()) return n;
+        const uint64_t free_bits = ~b[w] >> (n & 63);
+        if (free_bits) return n + __builtin_ctzll(free_bits);
+        n = static_cast<int64_t>(w + 1) << 6;
+    }
+    while (used_num(base, base_str, n)) ++n;
+    return n;
+}
+
+void Namespace::add(const std::string &name, int32_t base, bool has_num, int64_t num, const std::string &base_str) {
+    used_.insert(name);
+    if (has_num && is_base_num(name, base_str, num)) set_bit(base, num, true);
+}
+
+void Namespace::remove(const std::string &name) {
+    if (!used_.erase(name)) return;
+    SplitResult r = split_name(name, *hooks_);
+    if (r.has_num && is_base_num(name, r.base, r.num)) set_bit(intern_base(r.base), r.num, false);
 }
 
 NameInfo Namespace::create_info(const std::string &cand_in) {
@@ -119,7 +181,7 @@ NameInfo Namespace::create_info(const std::string &cand_in) {
     std::string &cand = r.candidate;
     int64_t num;
     bool renamed = false;
-    if (!r.has_num || used.count(cand)) {
+    if (!r.has_num || used(cand)) {
         num = count[info.base];
         if (hooks_->illegal && hooks_->illegal->count(cand)) {
             num += 1;
@@ -129,15 +191,16 @@ NameInfo Namespace::create_info(const std::string &cand_in) {
     } else {
         num = r.num;
     }
-    while (used.count(cand)) {
-        num += 1;
+    // while candidate in used: num += 1; candidate = f"{base}_{num}"
+    if (used(cand)) {
+        num = next_free(info.base, r.base, num);
         cand = r.base + "_" + std::to_string(num);
         renamed = true;
     }
-    used.insert(cand);
-    count[info.base] = num;
     info.has_num = r.has_num || renamed;
     info.num = num;
+    add(cand, info.base, info.has_num, num, r.base);
+    count[info.base] = num;
     info.name = std::move(cand);
     return info;
 }

@@ -56,14 +56,26 @@ class Namespace {
     NameInfo create_info(const std::string &candidate);
     std::string create(const std::string &candidate) { return create_info(candidate).name; }
     int32_t intern_base(const std::string &base);
+    // drop a name from the used set (it must have been created here)
+    void remove(const std::string &name);
     // forget every name and count (a fresh _Namespace keeping interned bases)
     void clear();
 
-    std::unordered_set<std::string> used;
     std::vector<int64_t> count;  // base_count per interned base (0 == absent)
 
   private:
+    bool used(const std::string &name) const { return used_.count(name) != 0; }
+    // is f"{base}_{num}" used?  The names of that exact form are also kept as
+    // bits per base, so probing for the next free suffix scans words, not strings.
+    bool used_num(int32_t base, const std::string &base_str, int64_t num) const;
+    int64_t next_free(int32_t base, const std::string &base_str, int64_t num) const;
+    void set_bit(int32_t base, int64_t num, bool on);
+    void add(const std::string &name, int32_t base, bool has_num, int64_t num, const std::string &base_str);
+
+    static constexpr int64_t kBitCap = int64_t(1) << 20;
     const NameHooks *hooks_;
+    std::unordered_set<std::string> used_;
+    std::vector<std::vector<uint64_t>> bits_;  // per base id
     std::unordered_map<std::string, int32_t> base_ids_;
 };
 

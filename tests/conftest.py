@@ -1,12 +1,21 @@
-"""Shared pytest setup: make ``src/`` and the repo root importable (so that
-``fastlower.examples`` and ``tests.models`` resolve even before the package
-is installed).  The ``slow`` marker is registered (and deselected by
-default) in pyproject.toml."""
+"""Shared pytest setup.
 
+Tests import the *installed* ``fastlower`` (``pip install .`` builds the native
+core into it); only the repo root is put on ``sys.path`` so ``tests.models``
+resolves.  Set ``FASTLOWER_TEST_SRC=1`` to test ``src/`` directly while
+iterating on Python code (the native core is then used only if it was built
+in place).  The ``slow`` marker is registered, and deselected by default, in
+pyproject.toml.
+"""
+
+import os
 import sys
 from pathlib import Path
 
 _ROOT = Path(__file__).resolve().parent.parent
-for p in (str(_ROOT / "src"), str(_ROOT)):
+_paths = [str(_ROOT)]
+if os.environ.get("FASTLOWER_TEST_SRC") == "1":
+    _paths.insert(0, str(_ROOT / "src"))
+for p in reversed(_paths):
     if p not in sys.path:
         sys.path.insert(0, p)

@@ -402,7 +402,7 @@ def test_fusion_simulator_matches_twin_large(core, case, cfgs):
 
 
 @pytest.mark.slow
-@settings(max_examples=6, **SETTINGS)
+@settings(max_examples=4, **SETTINGS)
 @given(case=sim_cases(min_nodes=5000, max_nodes=10000), cfgs=drive_configs())
 def test_fusion_simulator_matches_twin_huge(core, case, cfgs):
     run_both(core, case, cfgs)

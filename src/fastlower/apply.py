@@ -35,6 +35,7 @@ class Partition:
     pid: int
     tag: str
     program: ExportedProgram
+    fused_module: torch.fx.GraphModule  # the reference leaves it on control-flow bodies
     lowered: Any = None
 
 
@@ -156,7 +157,7 @@ class GraphBuilder:
                 inputs=[], outputs=[], in_spec=in_spec, out_spec=out_spec))],
             constants=consts_out, verifiers=[owning.verifier],
         )
-        return Partition(self, pid, tag, program)
+        return Partition(self, pid, tag, program, submodule)
 
     def _partition_signature(self, part, tag, arranged, sig, real_state, real_constants):
         """The reference's ``_get_new_signature`` + ``arrange_graph_outputs``."""
@@ -214,6 +215,8 @@ class GraphBuilder:
         g = torch.fx.Graph()
         g._codegen = enc.graph_module.graph._codegen
         fx: Dict[int, torch.fx.Node] = {}
+        # the reference drops the tags of the top-level graph only
+        drop_tag = not self.plan.is_submodule
         for i in sim.order():
             kind = sim.kind[i]
             if i < self.n_orig and sim.op[i] == OP_OUTPUT:
@@ -222,18 +225,21 @@ class GraphBuilder:
                 node = enc.nodes[i]
                 remap = dict(zip(enc.arrays.inputs[i], sim.inputs[i]))
                 new = g.node_copy(node, lambda a, r=remap: fx[r[enc.index[a]]])
-                new.meta.pop("delegation_tag", None)
+                if drop_tag:
+                    new.meta.pop("delegation_tag", None)
                 fx[i] = new
             elif kind == KIND_CONSTANT_COPY:
                 new = g.create_node("placeholder", sim.copy_target[i], name=sim.names[i])
                 new.meta = dict(self.meta[i])
-                new.meta.pop("delegation_tag", None)
+                if drop_tag:
+                    new.meta.pop("delegation_tag", None)
                 fx[i] = new
             elif kind == KIND_GETITEM:
                 new = g.create_node("call_function", operator.getitem,
                                     (fx[sim.inputs[i][0]], sim.getitem_index[i]), name=sim.names[i])
                 new.meta = dict(self.meta[i])
-                new.meta.pop("delegation_tag", None)
+                if drop_tag:
+                    new.meta.pop("delegation_tag", None)
                 fx[i] = new
             elif kind == KIND_GET_ATTR:
                 fx[i] = g.create_node("get_attr", lowered_names[i], name=sim.names[i])
@@ -245,8 +251,18 @@ class GraphBuilder:
                 fx[i] = new
             else:  # pragma: no cover - a call_module the plan never replaced
                 raise RuntimeError(f"unlowered partition call {sim.names[i]} left in the plan")
+        self._order_users(fx)
         self.fx = fx
         return g
+
+    def _order_users(self, fx: Dict[int, torch.fx.Node]) -> None:
+        """Give every node's ``users`` the order the reference's edits leave them in."""
+        users = self.sim.users
+        for i, node in fx.items():
+            planned = [fx[u] for u in users[i] if u in fx]
+            if len(planned) == len(node.users) and list(node.users) != planned:
+                node.users.clear()
+                node.users.update(dict.fromkeys(planned))
 
     def _output(self, g: torch.fx.Graph, fx: Dict[int, torch.fx.Node]) -> torch.fx.Node:
         sim, enc = self.sim, self.enc

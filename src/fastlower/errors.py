@@ -113,3 +113,7 @@ class BackendNotFoundError(FastlowerError, NotImplementedError):
         self.known = sorted(known)
         super().__init__(f"Backend {backend_id} was not found. Known backends "
                          f"(BackendDetails subclasses): {', '.join(self.known) or 'none'}")
+
+
+class UndelegatedTagWarning(UserWarning):
+    """Nodes carry a tag that ``partition_tags`` does not name; they stay undelegated."""

@@ -185,44 +185,53 @@ def _tag_order(lowering: MethodLowering) -> List[Partition]:
     return lowering.partitions  # built per graph (top, nested), each in fusion (tag) order
 
 
-def _finish(lowering: MethodLowering) -> ExportedProgram:
-    """Build the final graphs bottom-up and the program around the top one."""
+def _finish(lowering: MethodLowering, single: bool) -> ExportedProgram:
+    """Build the final graphs and the program around the top one."""
     for part in lowering.partitions:
         part.builder.set_delegate_meta(part.pid)
-    lowered_by_node = {}
-    for part in lowering.partitions:
-        p = part.builder.sim.partitions[part.pid]
-        lowered_by_node[(id(part.builder), p.get_attr)] = part.lowered
-    graphs = {}
-    for builder in reversed(lowering.builders):
-        names = {}
-        root = builder.enc.graph_module
-        for i in builder.sim.order():
-            if builder.sim.kind[i] == KIND_GET_ATTR:
-                p = builder.sim.partitions[builder.sim.partition_of[i]]
-                names[i] = f"lowered_module_{p.lowered_index}"
-                root.add_module(names[i], lowered_by_node[(id(builder), i)])
-        for _, attr, sub in builder.plan.nested:
-            sub_builder = next(b for b in lowering.builders if b.plan is sub)
-            sub_gm = torch.fx.GraphModule(sub_builder.enc.graph_module, graphs[id(sub_builder)])
-            _set_attr(root, attr, sub_gm)
-        graphs[id(builder)] = builder.build_graph(names)
+    for builder in lowering.builders:
+        parts = [p for p in lowering.partitions if p.builder is builder]  # fusion order
+        _attach_modules(builder, parts, single)
+        graph = builder.build_graph({
+            p.builder.sim.partitions[p.pid].get_attr:
+                f"lowered_module_{p.builder.sim.partitions[p.pid].lowered_index}" for p in parts})
+        if builder.plan.is_submodule:
+            # the reference edits control-flow bodies in place: same module object,
+            # its children kept, the new graph installed
+            builder.enc.graph_module.graph = graph
+        else:
+            top_graph = graph
     top = lowering.builders[0]
     signature, state_dict, constants = _final_signature(lowering, top)
     tagged = lowering.tagged
     return ExportedProgram(
-        root=top.enc.graph_module, graph=graphs[id(top)], graph_signature=signature,
+        root=top.enc.graph_module, graph=top_graph, graph_signature=signature,
         state_dict=state_dict, range_constraints=copy.deepcopy(tagged.range_constraints),
         module_call_graph=copy.deepcopy(tagged.module_call_graph), example_inputs=None,
         constants=constants, verifiers=[tagged.verifier],
     )
 
 
-def _set_attr(root: torch.nn.Module, qualname: str, value) -> None:
-    *path, leaf = qualname.split(".")
-    for p in path:
-        root = getattr(root, p)
-    setattr(root, leaf, value)
+def _attach_modules(builder: GraphBuilder, parts: List[Partition], single: bool) -> None:
+    """Add lowered (and, in control-flow bodies, fused) modules in the reference's order."""
+    root = builder.enc.graph_module
+    nested = builder.plan.is_submodule
+
+    def lowered(part: Partition) -> None:
+        index = builder.sim.partitions[part.pid].lowered_index
+        root.add_module(f"lowered_module_{index}", part.lowered)
+
+    if single:  # each partition is fused, then lowered, before the next
+        for part in parts:
+            if nested:
+                root.add_module("fused_" + part.tag, part.fused_module)
+            lowered(part)
+        return
+    if nested:
+        for part in parts:
+            root.add_module("fused_" + part.tag, part.fused_module)
+    for part in sorted(parts, key=lambda p: builder.sim.partitions[p.pid].lowered_index):
+        lowered(part)
 
 
 def _final_signature(lowering: MethodLowering, top: GraphBuilder):
@@ -279,7 +288,7 @@ def lower_program(program: ExportedProgram, partitioner: Partitioner) -> Exporte
     _build_partitions(lowering, single=True)
     _lower_single(lowering)
     report.mark("preprocess")
-    result = _finish(lowering)
+    result = _finish(lowering, single=True)
     report.finish(result, [lowering])
     return result
 
@@ -301,7 +310,7 @@ def lower_methods(programs: Mapping[str, ExportedProgram],
         _build_partitions(lowering, single=False)
     _lower_multi(lowerings)
     report.mark("preprocess")
-    done = {lowering.name: _finish(lowering) for lowering in lowerings}
+    done = {lowering.name: _finish(lowering, single=False) for lowering in lowerings}
     result = {name: done.get(name, programs[name]) for name in programs}
     report.finish(None, lowerings)
     return result

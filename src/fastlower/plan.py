@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import os
+import warnings
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Sequence, Tuple
 
@@ -100,9 +101,10 @@ def check_contract(enc: EncodedGraph, tag_names: Sequence[str], strict_tags: boo
     if code == twin_contract.NO_COPY_SHARED:
         raise errors.SharedConstantError(name(node), tag(node), name(other), tag(other), True)
     if enc.unknown_tags:
-        log.warning("fastlower: nodes tagged with tags missing from partition_tags stay "
-                    "undelegated: %s", ", ".join(f"{a.names[i]} ({t})" for i, t in
-                                                 list(enc.unknown_tags.items())[:10]))
+        warnings.warn(errors.UndelegatedTagWarning(
+            "nodes tagged with tags missing from partition_tags stay undelegated: "
+            + ", ".join(f"{a.names[i]} ({t})" for i, t in list(enc.unknown_tags.items())[:10])),
+            stacklevel=2)
     for subs in enc.nested.values():
         for _, sub in subs:
             check_contract(sub, tag_names, strict_tags)

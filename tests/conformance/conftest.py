@@ -92,6 +92,8 @@ _PREIMPORT = (
     "executorch.backends.test.harness.stages.partition",
 )
 
+_RAN_SHIPPED = pytest.StashKey[bool]()
+
 ANCHORS: dict[str, str] = {
     "test_reference_suite.py": "EXIR_BACKEND_SUITE",
     "test_xnnpack_subset.py": "XNNPACK_SUBSET",
@@ -328,6 +330,7 @@ def pytest_collection_modifyitems(session, config, items):
         if slow_reason:
             item.add_marker(pytest.mark.slow(reason=slow_reason))
         selected.append(item)
+    config.stash[_RAN_SHIPPED] = any(shipped_key(i) is not None for i in selected)
     if deselected:
         config.hook.pytest_deselected(items=deselected)
         items[:] = selected
@@ -342,7 +345,7 @@ def pytest_report_header(config):
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus, config):
-    if not any(shipped_key(i) is not None for i in getattr(terminalreporter.session, "items", [])):
+    if not config.stash.get(_RAN_SHIPPED, False):
         return
     try:
         name = selected_impl_name()

@@ -289,11 +289,22 @@ def test_runtime_numerics_can_fail():
 def test_error_comparison_can_fail():
     case = ERROR_CASES["unknown_backend"]
     ref = H.lower_error(H.REFERENCE, case.build, "direct")
-    H.assert_same_error(ref, H.lower_error(H.REFERENCE, case.build, "direct"))
+    H.assert_same_error(ref, H.lower_error(H.REFERENCE, case.build, "direct"), exact=True)
     with pytest.raises(AssertionError, match="exception message differs"):
-        H.assert_same_error(ref, H.LoweringError(ref.type, ref.message + "!", ref.inputs_after))
+        H.assert_same_error(ref, H.LoweringError(ref.type, ref.message + "!", ref.inputs_after, ref.inputs_before), exact=True)
     with pytest.raises(AssertionError, match="exception type differs"):
-        H.assert_same_error(ref, H.LoweringError(RuntimeError, ref.message, ref.inputs_after))
+        H.assert_same_error(ref, H.LoweringError(RuntimeError, ref.message, ref.inputs_after, ref.inputs_before), exact=True)
+    # compatible mode: subclass + superset message accepted, others not
+    sub = type("Sub", (ref.type,), {})
+    H.assert_same_error(ref, H.LoweringError(sub, "[x] " + ref.message + " (hint)", ref.inputs_after, ref.inputs_before), exact=False)
+    with pytest.raises(AssertionError, match="not a subclass"):
+        H.assert_same_error(ref, H.LoweringError(RuntimeError, ref.message, ref.inputs_after, ref.inputs_before), exact=False)
+    with pytest.raises(AssertionError, match="does not contain"):
+        H.assert_same_error(ref, H.LoweringError(ref.type, "other", ref.inputs_after, ref.inputs_before), exact=False)
+    # compatible mode also requires the input program to be left unchanged
+    changed = {name: ("changed",) for name in ref.inputs_before}
+    with pytest.raises(AssertionError, match="input program state"):
+        H.assert_same_error(ref, H.LoweringError(ref.type, ref.message, ref.inputs_after, changed), exact=False)
 
 
 def test_lower_error_requires_raise():
