@@ -427,6 +427,17 @@ def test_fusion_simulator_fuses_many_partitions(core, seed, single):
         assert twin[1][0].lowered_count == fused
 
 
+@pytest.mark.slow
+@pytest.mark.parametrize("single", [True, False])
+def test_fusion_simulator_many_partitions_huge(core, single):
+    rng = random.Random(11)
+    case = make_graph(rng, 8000, 300, tag_mode="unique_runs")
+    case.tag_names = make_tag_names(rng, 300, fancy=True)
+    cfg = DriveConfig(single, True, None)
+    twin, _ = run_both(core, case, (cfg, cfg))
+    assert sum(1 for step in twin[0] if step[0] == "fuse") >= 100
+
+
 def _chain_with_buffer_mutation():
     """p_w -> add (tag0) -> mul (tag0) -> output; mul is also a buffer mutation of b_buf (tag0)."""
     a = GraphArrays(
@@ -693,6 +704,18 @@ def test_namespace_matches_twin(core, initial, candidates):
     assert [core_ns.create(c) for c in candidates] == [twin_ns.create(c) for c in candidates]
     for c in candidates + initial:
         assert core.snake_case(c) == twin_namespace.snake_case(c)
+
+
+@pytest.mark.parametrize("initial, candidates", [
+    (["getitem"] + [f"getitem_{i}" for i in range(1, 300) if i % 7] + ["getitem_0100"], ["getitem"] * 80),
+    ([f"x_{(1 << 20) + d}" for d in range(-3, 3)], ["x_1048573", "x", "x_1048576", "x_1048576", "x"]),
+    (["max", "input_1", "a_007", "a_7"], ["max", "input", "input", "a_007", "a", "a_7", "a"]),
+])
+def test_namespace_long_probes(core, initial, candidates):
+    twin_ns, core_ns = twin_namespace.Namespace(initial), core.Namespace(initial)
+    expected = [twin_ns.create(c) for c in candidates]
+    assert [core_ns.create(c) for c in candidates] == expected
+    assert len(set(expected)) == len(expected)
 
 
 # -- the extension is what plan.py uses ----------------------------------------------------------

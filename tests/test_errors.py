@@ -205,5 +205,33 @@ def test_all_errors_share_the_base_class():
     for cls in (errors.TaggedOutputError, errors.TaggedUserInputError, errors.SharedConstantError,
                 errors.GraphModifiedError, errors.MissingPartitionTagsError,
                 errors.UnknownTagError, errors.CyclicPartitionError,
-                errors.BackendNotFoundError):
+                errors.BackendNotFoundError, errors.OwnedBufferUpdateReadError,
+                errors.BufferMutationOutputError, errors.NoPartitionOutputError):
         assert issubclass(cls, errors.FastlowerError)
+
+
+class BufferModel(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("b", torch.zeros(4, 4))
+
+    def forward(self, x):
+        self.b.add_(x)
+        return torch.relu(self.b)
+
+
+def test_owned_buffer_update_read_outside_the_delegate():
+    ep = to_edge(torch.export.export(BufferModel(), (torch.randn(4, 4),))).exported_program()
+    before = snapshot(ep)
+
+    def rule(node):
+        if node.op == "placeholder" and node.name == "b_b":
+            return "t0"
+        return "t0" if _is(node, ADD) else None
+
+    with pytest.raises(errors.OwnedBufferUpdateReadError) as info:
+        fastlower.to_backend(ep, TagPartitioner(rule))
+    assert isinstance(info.value, RuntimeError)
+    for word in ("t0", "aten_relu_default", "owned-buffer-update-read-outside"):
+        assert word in str(info.value), str(info.value)
+    assert_unchanged(before, ep)

@@ -102,6 +102,15 @@ class BufferMutationOutputError(PartitionContractError, AssertionError):
                          "supported.", node, tag)
 
 
+class OwnedBufferUpdateReadError(PartitionContractError):
+    def __init__(self, node: str, tag: str, target: str, readers: Sequence[str]):
+        self.readers = list(readers)
+        super().__init__("owned-buffer-update-read-outside",
+                         f"the delegate owns buffer {target} and its update, but the updated value "
+                         f"is also read outside the delegate by {', '.join(self.readers)}; tag those "
+                         "readers too or leave the buffer untagged", node, tag)
+
+
 class UnsupportedGraphError(PartitionContractError):
     def __init__(self, rule: str, detail: str, node: Optional[str] = None, tag: Optional[str] = None):
         super().__init__(rule, detail, node, tag)

@@ -141,8 +141,12 @@ def _check_owned_mutations(sim, part, tag: str, targets) -> None:
     """A buffer update the delegate owns may not also be returned as another output."""
     for gi in part.deleted_getitems:
         uses = [p for p, node in enumerate(sim.out_args) if node == gi]
+        target = str(targets[sim.out_targets[uses[0]]])
         if len(uses) > 1:
-            raise errors.BufferMutationOutputError(sim.names[gi], tag, str(targets[sim.out_targets[uses[0]]]))
+            raise errors.BufferMutationOutputError(sim.names[gi], tag, target)
+        readers = [sim.names[u] for u in sim.users[gi] if u != sim.output_node]
+        if readers:  # the reference fails erasing it ("still had users")
+            raise errors.OwnedBufferUpdateReadError(sim.names[gi], tag, target, readers)
 
 
 def _plan_graph(enc: EncodedGraph, tag_names, is_submodule: bool, top, single: bool) -> GraphPlan:
