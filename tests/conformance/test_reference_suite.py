@@ -38,7 +38,8 @@ def test_late_importers_are_swept_and_restored(conformance_impl, _swap_to_backen
 
     ref = _conftest._REFERENCE["to_backend"]
     impl = conformance_impl["objects"]["to_backend"]
-    late = types.ModuleType("fastlower_conformance_probe_late_importer")
+    # named like a shipped ExecuTorch module: only those are swapped
+    late = types.ModuleType("executorch.fastlower_conformance_probe_late_importer")
     sys.modules[late.__name__] = late
     try:
         late.stale = ref                       # imported before the swap
