@@ -4,16 +4,11 @@
 #include <stdexcept>
 #include <unordered_map>
 
+#include "indexing.hpp"
+
 namespace fastlower {
 
 namespace {
-
-int64_t at(const std::vector<int64_t> &v, int64_t i) {
-    const int64_t n = static_cast<int64_t>(v.size());
-    if (i < 0) i += n;
-    if (i < 0 || i >= n) throw std::out_of_range("list index out of range");
-    return v[static_cast<size_t>(i)];
-}
 
 // flat[start:stop] bounds, Python slice semantics
 void slice_bounds(int64_t n, int64_t start, int64_t stop, int64_t &lo, int64_t &hi) {
@@ -55,12 +50,12 @@ class ClassTable {
         for (int64_t i = 0; i < n; ++i) {
             const size_t start = arena_.size();
             arena_.push_back(op[static_cast<size_t>(i)]);
-            arena_.push_back(at(target, i));
+            arena_.push_back(py_at(target, i));
             int64_t lo, hi;
-            slice_bounds(nf, at(off, i), at(off, i + 1), lo, hi);
+            slice_bounds(nf, py_at(off, i), py_at(off, i + 1), lo, hi);
             for (int64_t k = lo; k < hi; ++k) {
                 const int64_t j = flat[static_cast<size_t>(k)];
-                arena_.push_back(j < i ? at(out, j) : -1 - j);
+                arena_.push_back(j < i ? py_at(out, j) : -1 - j);
             }
             Key key{start, arena_.size() - start, 0};
             size_t h = 1469598103934665603ull ^ key.len;

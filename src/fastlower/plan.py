@@ -11,7 +11,7 @@ import logging
 import os
 import warnings
 from dataclasses import dataclass, field
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import List, Sequence, Tuple
 
 from . import errors
 from ._core_loader import load_core
@@ -19,7 +19,7 @@ from ._twin import contract as twin_contract
 from ._twin import grouping as twin_grouping
 from ._twin import identity as twin_identity
 from ._twin.fusion import (
-    KIND_CALL_MODULE, OP_CALL_FUNCTION, OP_PLACEHOLDER, FusionSimulator, PartitionPlan,
+    FusionSimulator, PartitionPlan,
 )
 from .encode import EncodedGraph
 
@@ -110,11 +110,6 @@ def check_contract(enc: EncodedGraph, tag_names: Sequence[str], strict_tags: boo
             check_contract(sub, tag_names, strict_tags)
 
 
-def _duplicate_shared_constants(sim, enc: EncodedGraph, n_tags: int) -> None:
-    """Per tag, in tag order: give each user of a shared tagged constant its own copy."""
-    sim.duplicate_shared_constants(n_tags)  # sim.g is enc.arrays
-
-
 def _fuse_all(plan: GraphPlan, tag_names: Sequence[str], single: bool) -> None:
     sim = plan.sim
     n_tags = len(tag_names)
@@ -153,7 +148,8 @@ def _plan_graph(enc: EncodedGraph, tag_names, is_submodule: bool, top, single: b
     sim = _new_simulator(enc, tag_names, is_submodule, top)
     plan = GraphPlan(enc, sim, is_submodule)
     if not is_submodule:
-        _duplicate_shared_constants(sim, enc, len(tag_names))
+        # per tag, in tag order: each user of a shared tagged constant gets its own copy
+        sim.duplicate_shared_constants(len(tag_names))
     _fuse_all(plan, tag_names, single)
     for i in sim.order():
         if i < len(enc.nodes) and i in enc.nested:
