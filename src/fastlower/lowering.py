@@ -245,20 +245,23 @@ def _final_signature(lowering: MethodLowering, top: GraphBuilder):
     real_state = lowering.original.state_dict
     state_dict = {k: real_state.get(k, v) for k, v in lowering.tagged.state_dict.items()}
     constants = dict(lowering.original.constants)
-    copy_names = {sim.copy_target[k] for k in sim.copies}
+    specs = _input_specs_after_duplication(lowering)
+    spec_by_name = {getattr(s.arg, "name", None): s for s in specs}
+    for k in sim.copies:  # in the order the copies were made, as the reference
+        # the reference stores each copy under its own key (a deep copy of the
+        # tensor); fastlower shares the original's storage under that key
+        name = sim.copy_target[k]
+        spec = spec_by_name[name]
+        value = real_state.get(spec.target, constants.get(spec.target))
+        if spec.kind == InputKind.CONSTANT_TENSOR or (
+                spec.kind == InputKind.BUFFER and spec.persistent is False):
+            constants[name] = value
+        else:
+            state_dict[name] = value
     input_specs: List[InputSpec] = []
     removed: List[InputSpec] = []
-    for spec in _input_specs_after_duplication(lowering):
+    for spec in specs:
         name = getattr(spec.arg, "name", None)
-        if name in copy_names:
-            # the reference stores each copy under its own key (a copy of the tensor);
-            # fastlower shares the original's storage under that key
-            value = real_state.get(spec.target, constants.get(spec.target))
-            if spec.kind == InputKind.CONSTANT_TENSOR or (
-                    spec.kind == InputKind.BUFFER and spec.persistent is False):
-                constants[name] = value
-            else:
-                state_dict[name] = value
         (removed if name in owned else input_specs).append(spec)
     used = {s.target for s in input_specs if s.target is not None}
     for spec in removed:

@@ -19,7 +19,7 @@ from ._twin import contract as twin_contract
 from ._twin import grouping as twin_grouping
 from ._twin import identity as twin_identity
 from ._twin.fusion import (
-    FusionSimulator, PartitionPlan,
+    OP_PLACEHOLDER, FusionSimulator, PartitionPlan,
 )
 from .encode import EncodedGraph
 
@@ -144,12 +144,43 @@ def _check_owned_mutations(sim, part, tag: str, targets) -> None:
             raise errors.OwnedBufferUpdateReadError(sim.names[gi], tag, target, readers)
 
 
+def _duplicate_shared_constants(sim, enc: EncodedGraph, n_tags: int) -> None:
+    """Per tag, in tag order: each user of a shared tagged constant gets its own copy.
+
+    Within a tag the reference duplicates its candidates in the iteration order
+    of a Python ``set`` of their names (string hashing, so it varies between
+    processes); building the same set here, in the same process, reproduces it.
+    Constants touched here are never candidates again (each is left with users
+    of one tag), so every placeholder is examined once.
+    """
+    a = enc.arrays
+    by_tag: List[List[int]] = [[] for _ in range(n_tags)]
+    for i, o in enumerate(a.op):
+        if o == OP_PLACEHOLDER and 0 <= a.tags[i] < n_tags:
+            by_tag[a.tags[i]].append(i)
+    for t in range(n_tags):
+        candidates = [c for c in by_tag[t] if sim.tags[c] == t
+                      and any(sim.tags[u] != t for u in sim.users[c])]
+        if not candidates:
+            continue
+        by_name = {sim.names[c]: c for c in candidates}
+        names = set()
+        for c in candidates:
+            names.add(sim.names[c])
+        touched = []
+        for name in names:
+            c = by_name[name]
+            touched.append(c)
+            touched.extend(sim.duplicate_constant(c, None))
+        for c in touched:
+            sim.retag_constant(c)
+
+
 def _plan_graph(enc: EncodedGraph, tag_names, is_submodule: bool, top, single: bool) -> GraphPlan:
     sim = _new_simulator(enc, tag_names, is_submodule, top)
     plan = GraphPlan(enc, sim, is_submodule)
     if not is_submodule:
-        # per tag, in tag order: each user of a shared tagged constant gets its own copy
-        sim.duplicate_shared_constants(len(tag_names))
+        _duplicate_shared_constants(sim, enc, len(tag_names))
     _fuse_all(plan, tag_names, single)
     for i in sim.order():
         if i < len(enc.nodes) and i in enc.nested:
