@@ -11,7 +11,6 @@ from executorch.exir.backend.partitioner import Partitioner
 from executorch.exir.lowered_backend_module import LoweredBackendModule
 from torch.export import ExportedProgram
 
-from . import errors
 from .backends import lower_one
 from .lowering import lower_methods, lower_program
 from .spec import MethodProgramsPartitionerSpec

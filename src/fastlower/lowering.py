@@ -4,11 +4,9 @@ from __future__ import annotations
 
 import copy
 import logging
-import time
 from dataclasses import dataclass, field
-from typing import Dict, List, Mapping, Optional, Tuple
+from typing import Dict, List, Mapping
 
-import torch
 from executorch.exir.backend.partitioner import Partitioner, PartitionResult
 from torch._guards import detect_fake_mode
 from torch.export import ExportedProgram
@@ -17,10 +15,9 @@ from torch.export.exported_program import (
 )
 
 from . import errors, state
-from ._twin.fusion import KIND_GET_ATTR
 from .apply import GraphBuilder, Partition
 from .backends import copy_for_backend, find_backend, lower_one, make_lowered_module
-from .encode import EncodedGraph, Interner, encode_graph, structure_arrays
+from .encode import Interner, encode_graph, structure_arrays
 from .plan import GraphPlan, first_difference, iter_partitions, plan_program
 from .report import LoweringReport
 
@@ -140,16 +137,24 @@ def _lower_single(lowering: MethodLowering) -> None:
 
 
 def _lower_multi(lowerings: List[MethodLowering]) -> None:
-    """Group every method's partitions by backend; one ``preprocess_multimethod`` per backend."""
+    """Group every method's partitions by backend; one ``preprocess_multimethod`` per backend.
+
+    As the reference: backends in the order first seen (methods in order, tags
+    in order), each method's partitions of a backend in graph order.
+    """
     by_backend: Dict[str, Dict[str, List[Partition]]] = {}
     for lowering in lowerings:
-        ordered = _multi_order(lowering)
-        for part in ordered:
+        for part in lowering.partitions:  # per graph (top, nested), in tag order
+            by_backend.setdefault(_spec(lowering, part).backend_id, {})
+        by_key = {(id(p.builder.plan), p.pid): p for p in lowering.partitions}
+        for graph, pid in iter_partitions(lowering.plan):
+            part = by_key[(id(graph), pid)]
             backend_id = _spec(lowering, part).backend_id
-            by_backend.setdefault(backend_id, {}).setdefault(lowering.name, []).append(part)
+            by_backend[backend_id].setdefault(lowering.name, []).append(part)
+    specs_of = {lowering.name: lowering.result.partition_tags for lowering in lowerings}
     for backend_id, per_method in by_backend.items():
         cls = find_backend(backend_id)
-        specs = {m: [_spec_by_method(lowerings, m, p).compile_specs for p in parts]
+        specs = {m: [specs_of[m][p.tag].compile_specs for p in parts]
                  for m, parts in per_method.items()}
         programs = {m: [copy_for_backend(cls, p.program, s) for p, s in zip(parts, specs[m])]
                     for m, parts in per_method.items()}
@@ -160,29 +165,6 @@ def _lower_multi(lowerings: List[MethodLowering]) -> None:
         for m, parts in per_method.items():
             for part in parts:
                 part.builder.sim.insert_delegate(part.pid)
-
-
-def _spec_by_method(lowerings, method, part):
-    for lowering in lowerings:
-        if lowering.name == method:
-            return _spec(lowering, part)
-    raise KeyError(method)
-
-
-def _multi_order(lowering: MethodLowering) -> List[Partition]:
-    """The reference's lowering order: per backend (first seen in tag order), graph order."""
-    by_key = {(id(p.builder.plan), p.pid): p for p in lowering.partitions}
-    ordered = [by_key[(id(g), pid)] for g, pid in iter_partitions(lowering.plan)]
-    backends: List[str] = []
-    for part in _tag_order(lowering):
-        b = _spec(lowering, part).backend_id
-        if b not in backends:
-            backends.append(b)
-    return [p for b in backends for p in ordered if _spec(lowering, p).backend_id == b]
-
-
-def _tag_order(lowering: MethodLowering) -> List[Partition]:
-    return lowering.partitions  # built per graph (top, nested), each in fusion (tag) order
 
 
 def _finish(lowering: MethodLowering, single: bool) -> ExportedProgram:
