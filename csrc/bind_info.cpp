@@ -7,6 +7,13 @@
 #define FASTLOWER_VERSION "0.1.0"
 #endif
 
+// Bumped with every change to a bound function's name, arguments or results;
+// fastlower/_core_loader.py refuses an extension built for another interface
+// (a stale build left in site-packages) and falls back to the Python twin.
+#ifndef FASTLOWER_CORE_INTERFACE
+#define FASTLOWER_CORE_INTERFACE 2
+#endif
+
 #define FASTLOWER_STR2(x) #x
 #define FASTLOWER_STR(x) FASTLOWER_STR2(x)
 
@@ -38,6 +45,7 @@ std::string abi_string() {
 }  // namespace
 
 void register_info(py::module_ &m) {
+    m.attr("INTERFACE") = FASTLOWER_CORE_INTERFACE;
     m.def("version", []() { return std::string(FASTLOWER_VERSION); },
           "Version of the native extension (matches the fastlower package version).");
     m.def("abi", &abi_string,

@@ -17,6 +17,7 @@ import dataclasses
 import importlib
 import os
 import random
+import warnings
 from typing import List, Optional
 
 import pytest
@@ -731,3 +732,28 @@ def test_extension_in_use():
     case = _chain_with_buffer_mutation()
     enc = fl_plan.EncodedGraph(graph_module=None, nodes=[], arrays=case.arrays, no_copy=case.no_copy)
     assert isinstance(fl_plan._new_simulator(enc, case.tag_names, False, None), core.FusionSimulator)
+
+
+def test_loader_refuses_a_core_built_for_another_interface(monkeypatch):
+    from fastlower import _core_loader
+
+    class StaleCore:
+        __file__ = "/stale/_core.so"
+        INTERFACE = _core_loader.CORE_INTERFACE - 1
+
+    monkeypatch.delenv(_core_loader.FORCE_PYTHON_ENV, raising=False)
+    monkeypatch.setattr(_core_loader.importlib, "import_module", lambda name: StaleCore)
+    monkeypatch.setattr(_core_loader, "_warned", False)
+    with pytest.warns(RuntimeWarning, match="binding interface .* stale build"):
+        assert _core_loader.load_core() is None
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # announced once per process, not per call
+        assert _core_loader.load_core() is None
+    StaleCore.INTERFACE = _core_loader.CORE_INTERFACE
+    assert _core_loader.load_core() is StaleCore
+
+
+def test_built_core_matches_the_sources_interface(core):
+    from fastlower import _core_loader
+
+    assert core.INTERFACE == _core_loader.CORE_INTERFACE

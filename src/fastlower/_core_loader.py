@@ -5,8 +5,9 @@ pure-Python planner twin must be used instead:
 
 * ``FASTLOWER_FORCE_PYTHON=1`` in the environment -> ``None``, silently
   (tests use it to exercise the Python twin).
-* the extension cannot be imported -> ``None`` and a single
-  ``RuntimeWarning`` per process.
+* the extension cannot be imported, or was built for another binding
+  interface (``_core.INTERFACE`` differs from :data:`CORE_INTERFACE`: a
+  stale build) -> ``None`` and a single ``RuntimeWarning`` per process.
 """
 
 from __future__ import annotations
@@ -17,9 +18,11 @@ import warnings
 from types import ModuleType
 from typing import Optional
 
-__all__ = ["load_core", "FORCE_PYTHON_ENV"]
+__all__ = ["load_core", "FORCE_PYTHON_ENV", "CORE_INTERFACE"]
 
 FORCE_PYTHON_ENV = "FASTLOWER_FORCE_PYTHON"
+# must equal FASTLOWER_CORE_INTERFACE in csrc/bind_info.cpp; bump both together
+CORE_INTERFACE = 2
 
 _warned = False
 
@@ -30,19 +33,29 @@ def _force_python() -> bool:
 
 def load_core() -> Optional[ModuleType]:
     """Return ``fastlower._core`` or ``None`` (pure-Python fallback)."""
-    global _warned
     if _force_python():
         return None
     try:
-        return importlib.import_module("fastlower._core")
+        core = importlib.import_module("fastlower._core")
     except ImportError as exc:
-        if not _warned:
-            _warned = True
-            warnings.warn(
-                "fastlower native extension (fastlower._core) is unavailable "
-                f"({exc}); using the pure-Python planner twin, which is slower. "
-                "Reinstall with `pip install .` to build it.",
-                RuntimeWarning,
-                stacklevel=2,
-            )
+        _warn_once(f"is unavailable ({exc})")
         return None
+    built_for = getattr(core, "INTERFACE", None)
+    if built_for != CORE_INTERFACE:
+        _warn_once(f"at {core.__file__} was built for binding interface {built_for}, "
+                   f"these sources need {CORE_INTERFACE} (a stale build)")
+        return None
+    return core
+
+
+def _warn_once(problem: str) -> None:
+    global _warned
+    if not _warned:
+        _warned = True
+        warnings.warn(
+            f"fastlower native extension (fastlower._core) {problem}; using the "
+            "pure-Python planner twin, which is slower. Reinstall with `pip install .` "
+            "to build it.",
+            RuntimeWarning,
+            stacklevel=3,
+        )

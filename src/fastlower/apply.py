@@ -14,6 +14,7 @@ from torch.export.exported_program import (
     ConstantArgument, ExportGraphSignature, InputKind, InputSpec, ModuleCallEntry,
     ModuleCallSignature, OutputKind, OutputSpec, TensorArgument,
 )
+from torch.fx.graph_module import _get_attr
 from torch.fx.passes.utils import lift_subgraph_as_module
 
 from executorch.exir.delegate import executorch_call_delegate
@@ -23,6 +24,7 @@ from ._twin.fusion import (
     OP_OUTPUT, OUT_BUFFER_MUTATION, PartitionPlan,
 )
 from .plan import GraphPlan
+from .programs import unvalidated_program
 
 _DROPPED_FROM_GETITEMS = ("nn_module_stack", "source_fn_stack")
 
@@ -35,8 +37,23 @@ class Partition:
     pid: int
     tag: str
     program: ExportedProgram
-    fused_module: torch.fx.GraphModule  # the reference leaves it on control-flow bodies
+    fused_module: Optional[torch.fx.GraphModule]  # kept on control-flow bodies only
     lowered: Any = None
+
+
+class SignatureIndex:
+    """Lookups into the (post-duplication) owning signature, built once per lowering.
+
+    ``ExportGraphSignature``'s ``inputs_to_*`` are properties that rebuild a dict
+    on every access; partitions must not pay that each.
+    """
+
+    def __init__(self, sig: ExportGraphSignature) -> None:
+        self.sig = sig
+        self.params = sig.inputs_to_parameters
+        self.buffers = sig.inputs_to_buffers
+        self.consts = sig.inputs_to_lifted_tensor_constants
+        self.input_by_name = {s.arg.name: s for s in sig.input_specs}
 
 
 class GraphBuilder:
@@ -83,7 +100,7 @@ class GraphBuilder:
                 self.meta[i] = {}
 
     # -- partitions -------------------------------------------------------------
-    def build_partition(self, pid: int, owning: ExportedProgram, sig: ExportGraphSignature,
+    def build_partition(self, pid: int, owning: ExportedProgram, sig: SignatureIndex,
                         real_state: Dict[str, Any], real_constants: Dict[str, Any],
                         single_path: bool) -> Partition:
         """The reference's fused submodule and ExportedProgram for one partition."""
@@ -117,41 +134,26 @@ class GraphBuilder:
         _fixup_output_node(g, out_node)
         if single_path and sim.output_node >= 0:
             out_node.meta = enc.nodes[sim.output_node].meta
-        submodule, _ = lift_subgraph_as_module(enc.graph_module, g, comp_name="",
-                                               class_name="fused_" + tag)
-
-        # arrange_graph_placeholders: owned params, buffers, constants first
-        params, buffers = sig.inputs_to_parameters, sig.inputs_to_buffers
-        consts = sig.inputs_to_lifted_tensor_constants
-        groups: List[List[torch.fx.Node]] = [[], [], [], []]
-        for node in g.nodes:
-            if node.op != "placeholder":
-                continue
-            tagged = node.meta.get("delegation_tag", None) == tag
-            if node.name in params and tagged:
-                groups[0].append(node)
-            elif node.name in buffers and tagged:
-                groups[1].append(node)
-            elif node.name in consts and tagged:
-                groups[2].append(node)
-            else:
-                groups[3].append(node)
-        arranged = torch.fx.Graph()
-        amap: Dict[torch.fx.Node, torch.fx.Node] = {}
-        for node in groups[0] + groups[1] + groups[2] + groups[3]:
-            amap[node] = arranged.node_copy(node, lambda x: amap[x])
-        for node in g.nodes:
-            if node.op != "placeholder":
-                amap[node] = arranged.node_copy(node, lambda x: amap[x])
-        arranged._codegen = g._codegen
-        submodule.graph = arranged
+        arranged = _arrange_placeholders(g, tag, sig)
+        if self.plan.is_submodule:
+            # the reference leaves this fused module on the control-flow body
+            submodule, _ = lift_subgraph_as_module(enc.graph_module, arranged, comp_name="",
+                                                   class_name="fused_" + tag)
+            root = submodule
+        else:
+            # nothing keeps the fused module of a top-level partition: the program's
+            # module gets the same attributes straight from the owning module
+            submodule = None
+            root = {n.target: _get_attr(enc.graph_module, n.target) for n in arranged.nodes
+                    if n.op in ("get_attr", "call_module")}
 
         signature, state, consts_out = self._partition_signature(
             part, tag, arranged, sig, real_state, real_constants)
         in_spec = pytree.tree_flatten((tuple(signature.user_inputs), {}))[1]
         out_spec = pytree.tree_flatten(signature.user_outputs)[1]
-        program = ExportedProgram(
-            root=submodule, graph=submodule.graph, graph_signature=signature, state_dict=state,
+        program = unvalidated_program(
+            lazy=not self.plan.is_submodule, root=root, graph=arranged,
+            graph_signature=signature, state_dict=state,
             range_constraints=copy.deepcopy(owning.range_constraints),
             module_call_graph=[ModuleCallEntry("", ModuleCallSignature(
                 inputs=[], outputs=[], in_spec=in_spec, out_spec=out_spec))],
@@ -161,7 +163,7 @@ class GraphBuilder:
 
     def _partition_signature(self, part, tag, arranged, sig, real_state, real_constants):
         """The reference's ``_get_new_signature`` + ``arrange_graph_outputs``."""
-        input_by_name = {} if self.plan.is_submodule else {s.arg.name: s for s in sig.input_specs}
+        input_by_name = {} if self.plan.is_submodule else sig.input_by_name
         input_specs, state, consts = [], {}, {}
         for node in arranged.nodes:
             if node.op != "placeholder":
@@ -283,6 +285,33 @@ class GraphBuilder:
                             type_expr=node.type)
         new.meta = copy.copy(node.meta)
         return new
+
+
+def _arrange_placeholders(g: torch.fx.Graph, tag: str, sig: SignatureIndex) -> torch.fx.Graph:
+    """``arrange_graph_placeholders``: owned parameters, buffers, constants first."""
+    params, buffers, consts = sig.params, sig.buffers, sig.consts
+    groups: List[List[torch.fx.Node]] = [[], [], [], []]
+    for node in g.nodes:
+        if node.op != "placeholder":
+            continue
+        tagged = node.meta.get("delegation_tag", None) == tag
+        if node.name in params and tagged:
+            groups[0].append(node)
+        elif node.name in buffers and tagged:
+            groups[1].append(node)
+        elif node.name in consts and tagged:
+            groups[2].append(node)
+        else:
+            groups[3].append(node)
+    arranged = torch.fx.Graph()
+    amap: Dict[torch.fx.Node, torch.fx.Node] = {}
+    for node in groups[0] + groups[1] + groups[2] + groups[3]:
+        amap[node] = arranged.node_copy(node, lambda x: amap[x])
+    for node in g.nodes:
+        if node.op != "placeholder":
+            amap[node] = arranged.node_copy(node, lambda x: amap[x])
+    arranged._codegen = g._codegen
+    return arranged
 
 
 def _fixup_output_node(g: torch.fx.Graph, out_node: torch.fx.Node) -> None:

@@ -15,9 +15,10 @@ from torch.export.exported_program import (
 )
 
 from . import errors, state
-from .apply import GraphBuilder, Partition
+from .apply import GraphBuilder, Partition, SignatureIndex
 from .backends import copy_for_backend, find_backend, lower_one, make_lowered_module
 from .encode import Interner, encode_graph, structure_arrays
+from .programs import lazy_module_copy, unvalidated_program
 from .plan import GraphPlan, first_difference, iter_partitions, plan_program
 from .report import LoweringReport
 
@@ -33,9 +34,10 @@ def make_fake_program(program: ExportedProgram) -> ExportedProgram:
         return copy.deepcopy(program)
     fake_state = {k: fake_mode.from_tensor(v, static_shapes=True)
                   for k, v in program.state_dict.items()}
-    gm = copy.deepcopy(program.graph_module)
-    return ExportedProgram(
-        root=gm, graph=gm.graph, graph_signature=copy.deepcopy(program.graph_signature),
+    gm = lazy_module_copy(program.graph_module)
+    # the input was validated by the caller (``lower_program``/``lower_methods``)
+    return unvalidated_program(
+        lazy=True, root=gm, graph=gm.graph, graph_signature=copy.deepcopy(program.graph_signature),
         state_dict=fake_state, range_constraints=copy.deepcopy(program.range_constraints),
         module_call_graph=copy.deepcopy(program.module_call_graph),
         constants=dict(program.constants), verifiers=[program.verifier],
@@ -99,8 +101,9 @@ def _collect_builders(lowering: MethodLowering, plan: GraphPlan) -> None:
 
 def _build_partitions(lowering: MethodLowering, single: bool) -> None:
     real_state, real_constants = lowering.original.state_dict, lowering.original.constants
-    sig = ExportGraphSignature(input_specs=_input_specs_after_duplication(lowering),
-                               output_specs=list(lowering.tagged.graph_signature.output_specs))
+    sig = SignatureIndex(ExportGraphSignature(
+        input_specs=_input_specs_after_duplication(lowering),
+        output_specs=list(lowering.tagged.graph_signature.output_specs)))
     for builder in lowering.builders:
         for pid in range(len(builder.sim.partitions)):
             part = builder.build_partition(pid, lowering.tagged, sig, real_state, real_constants,
