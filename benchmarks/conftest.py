@@ -12,22 +12,6 @@ import pytest
 _HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, _HERE)
 
-def _prefer_source_tree() -> None:
-    """Benchmark the source tree, not an installed (possibly stale) copy.
-
-    A fastlower found on PYTHONPATH outside site-packages (``PYTHONPATH=src``, or
-    a snapshot of it) is kept; otherwise ``<repo>/src`` goes first on sys.path.
-    """
-    import importlib.util
-
-    spec = importlib.util.find_spec("fastlower")
-    origin = (spec.origin or "") if spec else ""
-    if not spec or "site-packages" in origin:
-        sys.path.insert(0, os.path.join(os.path.dirname(_HERE), "src"))
-
-
-_prefer_source_tree()
-
 DEFAULT_LAYERS = "1,4,8,16,32,64"
 
 
@@ -49,11 +33,22 @@ def pytest_addoption(parser):
                     help="subset of cases to run")
     group.addoption("--bench-impls", default="reference,fastlower",
                     help="subset of implementations to run")
+    group.addoption("--allow-python-twin", action="store_true",
+                    help="run even if fastlower's native core did not load (times the "
+                         "pure-Python planner twin instead)")
 
 
 def pytest_configure(config):
     warnings.filterwarnings("ignore", message=".*register_constant.*")
     config._fastlower_bench_start = time.perf_counter()
+    # the installed package (``pip install .[bench]`` builds its native core);
+    # timing the Python twin by accident would misstate every ratio
+    import fastlower.plan
+
+    if fastlower.plan.backend_module() is None and not config.getoption("--allow-python-twin"):
+        pytest.exit("fastlower's native core (fastlower._core) did not load; install the "
+                    "package with `pip install '.[bench]'` (or pass --allow-python-twin)",
+                    returncode=2)
 
 
 def pytest_benchmark_update_json(config, benchmarks, output_json):

@@ -3,7 +3,7 @@
     .venv/bin/python benchmarks/report.py [benchmarks/results.json]
         writes benchmarks/lowering_times.png and the table + targets into
         benchmarks/README.md (between the ``results`` markers)
-    PYTHONPATH=src .venv/bin/python benchmarks/report.py --profile [--profile-layers 32]
+    .venv/bin/python benchmarks/report.py --profile [--profile-layers 32]
         cProfiles one fastlower (b) lowering and writes the top functions into
         benchmarks/README.md (between the ``profile`` markers)
 
@@ -302,13 +302,8 @@ def profile(n_layers: int, top: int) -> str:
     import warnings
 
     warnings.filterwarnings("ignore")
-    import importlib.util
-
     sys.path.insert(0, HERE)
-    spec = importlib.util.find_spec("fastlower")  # as conftest: PYTHONPATH wins over site-packages
-    if spec is None or "site-packages" in (spec.origin or ""):
-        sys.path.insert(0, os.path.join(os.path.dirname(HERE), "src"))
-    import fastlower
+    import fastlower  # the installed package, as the benchmarks use
     import fastlower.plan
     from fastlower.examples.llama import edge_llama
 
