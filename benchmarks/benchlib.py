@@ -84,6 +84,28 @@ def patch_xnnpack_preprocess_timer() -> None:
     _XNN_PATCHED = True
 
 
+_VERIFIER_PATCHED = False
+
+
+def patch_verifier_timer() -> None:
+    """Wrap ``ExportedProgram._validate`` (every verifier run, by either
+    implementation or a backend) to accumulate its time in ``STOPWATCH``."""
+    global _VERIFIER_PATCHED
+    if _VERIFIER_PATCHED:
+        return
+    inner = ExportedProgram._validate
+
+    def _validate(self):
+        t = time.perf_counter()
+        try:
+            return inner(self)
+        finally:
+            STOPWATCH.add("verifier", time.perf_counter() - t)
+
+    ExportedProgram._validate = _validate
+    _VERIFIER_PATCHED = True
+
+
 def timed_xnnpack_partitioner():
     """An ``XnnpackPartitioner`` whose ``partition()`` time goes to ``STOPWATCH``."""
     from executorch.backends.xnnpack.partition.xnnpack_partitioner import XnnpackPartitioner

@@ -106,6 +106,7 @@ def warmed_up():
     import benchlib
 
     benchlib.patch_xnnpack_preprocess_timer()
+    benchlib.patch_verifier_timer()
     program, _ = edge_llama(1)
     tags = benchlib.xnnpack_tags(program)
     for impl in (ref_to_backend, fastlower.to_backend):

@@ -83,8 +83,9 @@ def _fmt_mib(x: Optional[float]) -> str:
 def table(cases) -> str:
     rows = ["| set-up | layers | nodes | partitions | reference s | fastlower s | ratio | "
             "peak RSS Δ ref MiB | peak RSS Δ fastlower MiB | fastlower partition+plan / "
-            "preprocess / apply s | XNNPACK preprocess ref / fastlower s | output = ref |",
-            "|---|---:|---:|---:|---:|---:|---:|---:|---:|---|---|:-:|"]
+            "preprocess / apply s | XNNPACK preprocess ref / fastlower s | "
+            "verifier ref / fastlower s | output = ref |",
+            "|---|---:|---:|---:|---:|---:|---:|---:|---:|---|---|---|:-:|"]
     order = {"xnnpack": 0, "pretagged": 1, "many": 2}
     for (setup, n) in sorted((k for k in cases if k[0] in order), key=lambda k: (order[k[0]], k[1])):
         c = cases[(setup, n)]
@@ -98,6 +99,7 @@ def table(cases) -> str:
         xnn = "–"
         if setup == "xnnpack":
             xnn = " / ".join(_fmt_s(e.get("xnnpack_preprocess_s")) if e else "–" for e in (ref, fl))
+        verifier = " / ".join(_fmt_s(e.get("verifier_s")) if e else "–" for e in (ref, fl))
         match = "–"
         if fl and "matches_reference" in fl:
             match = "yes" if fl["matches_reference"] else f"**NO**: {fl.get('mismatch', '')}"
@@ -106,7 +108,8 @@ def table(cases) -> str:
             f"{_fmt_s(ref and ref['t'])} | {_fmt_s(fl and fl['t'])}"
             f"{' (twin)' if fl and fl.get('native_core') is False else ''} | {_fmt_x(ratio)} | "
             f"{_fmt_mib(ref and ref['peak_rss_growth_mib'])} | "
-            f"{_fmt_mib(fl and fl['peak_rss_growth_mib'])} | {phases} | {xnn} | {match} |")
+            f"{_fmt_mib(fl and fl['peak_rss_growth_mib'])} | {phases} | {xnn} | {verifier} | "
+            f"{match} |")
     floors = sorted(n for (s, n) in cases if s == "floor")
     if floors:
         rows += ["", "Graph-copy floor (same Edge graph): `copy.deepcopy(graph_module)` / "
@@ -169,6 +172,12 @@ def targets(cases) -> str:
             ref = cases[("many", n)].get("reference")
             if ref:
                 out.append(f"  (reference {_fmt_s(ref['t'])}, ratio {_fmt_x(ref['t'] / fl['t'])})")
+            v = fl.get("fastest_round_hooks_s", {}).get("verifier")
+            if v is not None:
+                out.append(f"  * of which ExecuTorch's verifier (input and result, which the "
+                           f"reference validates too) {_fmt_s(v)} s = {v / dc:.1f}× the floor by "
+                           f"itself; the rest, {_fmt_s(fl['t'] - v)} s, is "
+                           f"{(fl['t'] - v) / dc:.1f}× the floor")
         else:
             out.append("* many-partition vs graph-copy floor: n/a (not measured)")
     # 4. (a) at 32 layers >= 2x, with XNNPACK's own share

@@ -170,9 +170,12 @@ def test_bench(benchmark, case, programs, session_results, bench_options, warmed
         rss_method=per_round[0]["rss_method"],
         export_s=programs.export_seconds.get(n),
     )
-    for key in ("xnnpack_preprocess", "partition"):
+    for key in ("xnnpack_preprocess", "partition", "verifier"):
         vals = [r["hooks"].get(key, 0.0) for r in per_round]
         extra[f"{key}_s"] = statistics.mean(vals)
+    # the same split of the round the report's time comes from
+    fastest = min(per_round, key=lambda r: r["seconds"])
+    extra["fastest_round_hooks_s"] = dict(fastest["hooks"])
     extra.update(_core_info())
     if impl == "fastlower":
         phases = {}

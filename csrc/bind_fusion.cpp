@@ -325,25 +325,13 @@ void register_fusion(py::module_ &m) {
         .def("members", [](PySim &s, int64_t tag) { return to_list(s.core->members(tag)); })
         .def(
             "duplicate_constant",
-            [](PySim &s, int64_t c, py::object) {
+            [](PySim &s, int64_t c) {
                 auto made = core_of(s).duplicate_constant(node_arg(c, s.core->size()));
                 s.publish_copies();
                 return to_list(made);
             },
-            py::arg("c"), py::arg("tag_of_user") = py::none())
+            py::arg("c"))
         .def("retag_constant", [](PySim &s, int64_t c) { s.core->retag_constant(node_arg(c, s.core->size())); })
-        .def(
-            "duplicate_shared_constants",
-            [](PySim &s, int64_t n_tags) {
-                try {
-                    s.core->duplicate_shared_constants(n_tags);
-                } catch (...) {
-                    s.publish_copies();
-                    throw;
-                }
-                s.publish_copies();
-            },
-            py::arg("n_tags"))
         .def("find_cycle",
              [](PySim &s, py::handle members) -> py::object {
                  std::vector<int32_t> path;

@@ -13,7 +13,6 @@ FusionCore::FusionCore(GraphInput &&g, std::vector<std::string> fused_candidates
     const int32_t n = static_cast<int32_t>(g.op.size());
     n_orig = n;
     op = g.op;
-    g_op.assign(g.op.begin(), g.op.end());
     kind.assign(n, KIND_ORIGINAL);
     origin.resize(n);
     std::iota(origin.begin(), origin.end(), 0);
@@ -298,28 +297,6 @@ void FusionCore::retag_constant(int32_t c) {
     if (one && !many) tags[c] = t;
 }
 
-void FusionCore::duplicate_shared_constants(int64_t n_tags) {
-    std::vector<int32_t> placeholders, candidates, touched;
-    for (size_t i = 0; i < g_op.size(); ++i)
-        if (g_op[i] == OP_PLACEHOLDER) placeholders.push_back(static_cast<int32_t>(i));
-    for (int64_t t = 0; t < n_tags; ++t) {
-        candidates.clear();
-        for (int32_t c : placeholders) {
-            if (tags[c] != t) continue;
-            bool shared = false;
-            for (int32_t e = u_head_[c]; e != -1 && !shared; e = edges_[e].next) shared = tags[edges_[e].dst] != t;
-            if (shared) candidates.push_back(c);
-        }
-        touched.clear();
-        for (int32_t c : candidates) {
-            touched.push_back(c);
-            std::vector<int32_t> made = duplicate_constant(c);
-            touched.insert(touched.end(), made.begin(), made.end());
-        }
-        for (int32_t c : touched) retag_constant(c);
-    }
-}
-
 // -- fusion -------------------------------------------------------------------
 void FusionCore::renumber() {
     int32_t p = 0;
@@ -429,9 +406,6 @@ int32_t FusionCore::fuse(int64_t tag, const std::vector<int32_t> &members) {
             users_of(cm, us);
             for (int32_t u : us)
                 if (u != gi) replace_input(u, cm, gi);
-            // the getitem itself is re-registered as a user of the call last
-            unlink_edge(in_edge_[gi][0]);
-            in_edge_[gi][0] = link_edge(cm, gi);
             plan.getitems.assign(1, gi);
         }
     } else {

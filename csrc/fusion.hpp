@@ -115,7 +115,6 @@ class FusionCore {
     std::vector<int32_t> copies;
     std::vector<std::string> copy_fqn;  // parallel to copies
     bool is_submodule;
-    std::vector<int64_t> g_op;  // the original arrays' op (for duplicate_shared_constants)
 
     // top-level simulator for max_debug_handle (nullptr + empty fn: this one)
     const FusionCore *top_core = nullptr;
@@ -135,7 +134,6 @@ class FusionCore {
     std::vector<int32_t> members(int64_t tag) const;
     std::vector<int32_t> duplicate_constant(int32_t c);
     void retag_constant(int32_t c);
-    void duplicate_shared_constants(int64_t n_tags);
     bool find_cycle(const std::vector<int32_t> &members, std::vector<int32_t> &path);
     int32_t fuse(int64_t tag, const std::vector<int32_t> &members);  // returns pid
     void legalize();

@@ -716,6 +716,26 @@ def build_list_arg_const_xnnpack() -> Built:
     )
 
 
+class SplitOutput(nn.Module):
+    """A partition whose only output is a list-valued node (``split``): the
+    reference keeps the fused call's result itself (no ``getitem`` is added for
+    a single output that is not a tensor) and the consumers outside the
+    partition index into the delegate's output."""
+
+    def forward(self, x):
+        a, b = torch.split(x + 1.0, 2)
+        return a * 2.0, b - 1.0
+
+
+def build_split_output() -> Built:
+    g = torch.Generator().manual_seed(10)
+    part = TargetsPartitioner(
+        [exir_ops.edge.aten.add.Tensor, exir_ops.edge.aten.split_with_sizes_copy.default],
+        DemoBackend.__name__,
+    )
+    return _single(SplitOutput(), [(torch.randn(4, 3, generator=g),)], part, strict=True)
+
+
 # --------------------------------------------------------------------------- #
 # Bad-input partitioners
 # --------------------------------------------------------------------------- #
@@ -1024,6 +1044,7 @@ MODEL_CASES: Dict[str, ModelCase] = {
             paths=DM,
         ),
         ModelCase("missing_tag", build_missing_tag, runtime=False, paths=DM),
+        ModelCase("split_output_demo", build_split_output, runtime=False, paths=DM),
     ]
 }
 

@@ -18,6 +18,7 @@ import importlib
 import os
 import random
 import warnings
+from types import SimpleNamespace
 from typing import List, Optional
 
 import pytest
@@ -250,7 +251,6 @@ def make_graph(rng: random.Random, n: int, n_tags: int, *, tag_mode: str = "runs
 @dataclasses.dataclass
 class DriveConfig:
     single: bool
-    dup_bulk: bool
     delegate_order_seed: Optional[int]  # None: plan.iter_partitions order
 
 
@@ -273,11 +273,9 @@ def sim_cases(draw, min_nodes: int = 3, max_nodes: int = 300):
 
 @st.composite
 def drive_configs(draw):
-    twin_bulk = draw(st.booleans())
-    core_bulk = draw(st.booleans())
     single = draw(st.booleans())
     order_seed = draw(st.one_of(st.none(), st.integers(0, 2**16)))
-    return (DriveConfig(single, twin_bulk, order_seed), DriveConfig(single, core_bulk, order_seed))
+    return (DriveConfig(single, order_seed), DriveConfig(single, order_seed))
 
 
 # -- driving a simulator the way plan.py does -------------------------------------------
@@ -318,19 +316,8 @@ def drive(make_sim, case: Case, cfg: DriveConfig):
     try:
         sim = make_sim(case.arrays, case.tag_names, False, None)
         sims.append(sim)
-        if cfg.dup_bulk:
-            sim.duplicate_shared_constants(n_tags)
-        else:  # the per-constant calls, as plan.py sequenced them before the bulk method
-            placeholders = [i for i, o in enumerate(case.arrays.op) if o == OP_PLACEHOLDER]
-            for t in range(n_tags):
-                candidates = [c for c in placeholders if sim.tags[c] == t
-                              and any(sim.tags[u] != t for u in sim.users[c])]
-                touched = []
-                for c in candidates:
-                    touched.append(c)
-                    touched.extend(sim.duplicate_constant(c, None))
-                for c in touched:
-                    sim.retag_constant(c)
+        # plan.py's own sequence of per-constant calls (the reference's set-of-names order)
+        fl_plan._duplicate_shared_constants(sim, SimpleNamespace(arrays=case.arrays), n_tags)
         trace.append(("duplicated", sim.order(), list(sim.names), list(sim.tags)))
         _fuse_all(sim, n_tags, cfg.single, trace)
         if case.sub is not None:
@@ -420,7 +407,7 @@ def test_fusion_simulator_fuses_many_partitions(core, seed, single):
     rng = random.Random(seed)
     case = make_graph(rng, 600, 40, tag_mode="unique_runs", p_mutation=0.0)
     case.tag_names = make_tag_names(rng, 40, fancy=seed % 2 == 1)
-    cfg = DriveConfig(single, True, None)
+    cfg = DriveConfig(single, None)
     twin, _ = run_both(core, case, (cfg, cfg))
     fused = sum(1 for step in twin[0] if step[0] == "fuse")
     assert fused >= 10, twin[0][-1]
@@ -434,7 +421,7 @@ def test_fusion_simulator_many_partitions_huge(core, single):
     rng = random.Random(11)
     case = make_graph(rng, 8000, 300, tag_mode="unique_runs")
     case.tag_names = make_tag_names(rng, 300, fancy=True)
-    cfg = DriveConfig(single, True, None)
+    cfg = DriveConfig(single, None)
     twin, _ = run_both(core, case, (cfg, cfg))
     assert sum(1 for step in twin[0] if step[0] == "fuse") >= 100
 
@@ -462,7 +449,7 @@ def test_fusion_simulator_buffer_mutation_returned_twice(core, single):
     case = _chain_with_buffer_mutation()
     a = case.arrays
     a.out_args, a.out_kinds, a.out_targets = [4, 4, 5], [OUT_BUFFER_MUTATION] * 2 + [OUT_USER], [1, 1, -1]
-    cfg = DriveConfig(single, True, None)
+    cfg = DriveConfig(single, None)
     twin, native = run_both(core, case, (cfg, cfg))
     part = native[1][0].partitions[0]
     assert part.deleted_getitems == [part.getitems[1]] and native[1][0].out_specs == [2]
@@ -471,7 +458,7 @@ def test_fusion_simulator_buffer_mutation_returned_twice(core, single):
 @pytest.mark.parametrize("single", [True, False])
 def test_fusion_simulator_buffer_mutation(core, single):
     case = _chain_with_buffer_mutation()
-    cfg = DriveConfig(single, True, None)
+    cfg = DriveConfig(single, None)
     twin, native = run_both(core, case, (cfg, cfg))
     sim = native[1][0]
     part = sim.partitions[0]
@@ -496,7 +483,7 @@ def test_fusion_simulator_nested_with_twin_top(core):
                              (core.FusionSimulator, TwinSimulator)]:
         top = top_cls(top_case.arrays, names, False, None)
         trace: list = []
-        top.duplicate_shared_constants(len(names))
+        fl_plan._duplicate_shared_constants(top, SimpleNamespace(arrays=top_case.arrays), len(names))
         _fuse_all(top, len(names), True, trace)
         sub = sub_cls(sub_case.arrays, names, True, top)
         assert sub.top is top

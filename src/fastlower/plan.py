@@ -171,7 +171,7 @@ def _duplicate_shared_constants(sim, enc: EncodedGraph, n_tags: int) -> None:
         for name in names:
             c = by_name[name]
             touched.append(c)
-            touched.extend(sim.duplicate_constant(c, None))
+            touched.extend(sim.duplicate_constant(c))
         for c in touched:
             sim.retag_constant(c)
 

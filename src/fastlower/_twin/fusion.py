@@ -182,10 +182,9 @@ class FusionSimulator:
         for x in self.inputs[u]:
             self.users[x][u] = None
 
-    def _replace_all_uses(self, old: int, new: int, hook: bool) -> None:
+    def _replace_all_uses(self, old: int, new: int) -> None:
+        # output specs follow out_args positions and are renamed at the end
         for u in list(self.users[old]):
-            if hook and u == self.output_node:
-                pass  # output specs follow out_args positions, renamed at the end
             self._replace_input(u, old, new)
 
     def _replace_input(self, u: int, old: int, new: int) -> None:
@@ -200,7 +199,7 @@ class FusionSimulator:
         self._unlink(i)
 
     # -- constant duplication (top level, before any fusion) -----------------
-    def duplicate_constant(self, c: int, tag_of_user) -> List[int]:
+    def duplicate_constant(self, c: int) -> List[int]:
         """Give every user of placeholder ``c`` but the first its own copy of it."""
         users = list(self.users[c])
         made = []
@@ -224,24 +223,6 @@ class FusionSimulator:
         tags = {self.tags[u] for u in self.users[c]}
         if len(tags) == 1:
             self.tags[c] = tags.pop()
-
-    def duplicate_shared_constants(self, n_tags: int) -> None:
-        """Per tag, in tag order: give each user of a shared tagged constant its own copy.
-
-        Bulk form of the per-constant calls (``duplicate_constant`` then
-        ``retag_constant``) that ``plan.py`` used to sequence itself; the C++ core
-        has the same method.
-        """
-        placeholders = [i for i, o in enumerate(self.g.op) if o == OP_PLACEHOLDER]
-        for t in range(n_tags):
-            candidates = [c for c in placeholders if self.tags[c] == t
-                          and any(self.tags[u] != t for u in self.users[c])]
-            touched = []
-            for c in candidates:
-                touched.append(c)
-                touched.extend(self.duplicate_constant(c, None))
-            for c in touched:
-                self.retag_constant(c)
 
     # -- fusion ---------------------------------------------------------------
     def renumber(self) -> None:
@@ -300,7 +281,7 @@ class FusionSimulator:
             out = plan.outputs[0]
             self.origin[cm] = out
             self.dh[cm] = self.dh[out]
-            self._replace_all_uses(out, cm, hook=not self.is_submodule)
+            self._replace_all_uses(out, cm)
             if self.fake[out]:
                 plan.single_output = True
                 gi = self._new_node(OP_CALL_FUNCTION, KIND_GETITEM, [cm], self.ns.create("getitem"), out)
@@ -312,9 +293,6 @@ class FusionSimulator:
                 for u in list(self.users[cm]):
                     if u != gi:
                         self._replace_input(u, cm, gi)
-                # the getitem itself is re-registered as a user of the call last
-                self.users[cm].pop(gi)
-                self.users[cm][gi] = None
                 plan.getitems = [gi]
         else:
             anchor_next = self.next[cm] if cm != self.tail else -1
@@ -330,7 +308,7 @@ class FusionSimulator:
                 else:
                     self._link_before(gi, anchor_next)
                 last = gi
-                self._replace_all_uses(out, gi, hook=not self.is_submodule)
+                self._replace_all_uses(out, gi)
                 plan.getitems.append(gi)
         for m in reversed(members):
             self._erase(m)
