@@ -13,11 +13,9 @@ from __future__ import annotations
 import copy
 import ctypes
 import gc
-import os
 import threading
 import time
-from dataclasses import dataclass, field
-from typing import Callable, Dict, List, Mapping, Optional, Tuple, final
+from typing import Dict, List, Mapping, Optional, Tuple, final
 
 import torch
 from executorch.exir.backend.backend_details import BackendDetails, PreprocessResult

@@ -19,7 +19,6 @@ from __future__ import annotations
 import copy
 import statistics
 import time
-import warnings
 from typing import Dict, List, Tuple
 
 import pytest

@@ -58,9 +58,8 @@ nodes are silently left undelegated (``ModelCase('missing_tag')``).  A tag in
 from __future__ import annotations
 
 import copy
-import operator
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Callable, Dict, List, Optional, Sequence, Tuple, Union
 
 import torch

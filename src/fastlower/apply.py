@@ -49,7 +49,6 @@ class SignatureIndex:
     """
 
     def __init__(self, sig: ExportGraphSignature) -> None:
-        self.sig = sig
         self.params = sig.inputs_to_parameters
         self.buffers = sig.inputs_to_buffers
         self.consts = sig.inputs_to_lifted_tensor_constants

@@ -15,6 +15,7 @@ from torch.export.exported_program import (
 )
 
 from . import errors, state
+from ._twin.fusion import OP_PLACEHOLDER
 from .apply import GraphBuilder, Partition, SignatureIndex
 from .backends import copy_for_backend, find_backend, lower_one, make_lowered_module
 from .encode import Interner, encode_graph, structure_arrays
@@ -71,6 +72,7 @@ class MethodLowering:
     plan: GraphPlan
     builders: List[GraphBuilder] = field(default_factory=list)  # top first, then nested
     partitions: List[Partition] = field(default_factory=list)
+    input_specs: List[InputSpec] = field(default_factory=list)  # after constant duplication
 
 
 def _partition(name: str, program: ExportedProgram, partitioner: Partitioner,
@@ -101,8 +103,9 @@ def _collect_builders(lowering: MethodLowering, plan: GraphPlan) -> None:
 
 def _build_partitions(lowering: MethodLowering, single: bool) -> None:
     real_state, real_constants = lowering.original.state_dict, lowering.original.constants
+    lowering.input_specs = _input_specs_after_duplication(lowering)
     sig = SignatureIndex(ExportGraphSignature(
-        input_specs=_input_specs_after_duplication(lowering),
+        input_specs=lowering.input_specs,
         output_specs=list(lowering.tagged.graph_signature.output_specs)))
     for builder in lowering.builders:
         for pid in range(len(builder.sim.partitions)):
@@ -225,12 +228,12 @@ def _final_signature(lowering: MethodLowering, top: GraphBuilder):
     owned = set()
     for p in sim.partitions:
         for m in p.nodes:
-            if sim.op[m] == 0:
+            if sim.op[m] == OP_PLACEHOLDER:
                 owned.add(sim.names[m])
     real_state = lowering.original.state_dict
     state_dict = {k: real_state.get(k, v) for k, v in lowering.tagged.state_dict.items()}
     constants = dict(lowering.original.constants)
-    specs = _input_specs_after_duplication(lowering)
+    specs = lowering.input_specs
     spec_by_name = {getattr(s.arg, "name", None): s for s in specs}
     for k in sim.copies:  # in the order the copies were made, as the reference
         # the reference stores each copy under its own key (a deep copy of the
