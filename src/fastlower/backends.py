@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import copy
-from typing import Dict, List, Type
+from contextlib import nullcontext
+from typing import ContextManager, Dict, List, Type
 
 from executorch.exir.backend.backend_details import BackendDetails, PreprocessResult
 from executorch.exir.backend.compile_spec_schema import CompileSpec
@@ -65,9 +66,11 @@ def make_lowered_module(program: ExportedProgram, backend_id: str, result: Prepr
     return lowered
 
 
-def lower_one(backend_id: str, program: ExportedProgram,
-              compile_specs: List[CompileSpec]) -> LoweredBackendModule:
-    """Preprocess a whole program with one backend."""
+def lower_one(backend_id: str, program: ExportedProgram, compile_specs: List[CompileSpec],
+              backend_timer: ContextManager = None) -> LoweredBackendModule:
+    """Preprocess a whole program with one backend (``backend_timer`` wraps ``preprocess``)."""
     cls = find_backend(backend_id)
-    result = cls.preprocess(copy_for_preprocess(program), compile_specs)
+    copied = copy_for_preprocess(program)
+    with backend_timer or nullcontext():
+        result = cls.preprocess(copied, compile_specs)
     return make_lowered_module(program, backend_id, result, compile_specs)

@@ -76,9 +76,10 @@ class MethodLowering:
 
 
 def _partition(name: str, program: ExportedProgram, partitioner: Partitioner,
-               single: bool) -> MethodLowering:
+               single: bool, report: LoweringReport) -> MethodLowering:
     fake = make_fake_program(program)
-    result = partitioner(fake)
+    with report.external_time("partitioner"):
+        result = partitioner(fake)
     tagged = result.tagged_exported_program
     if state.validation_enabled():
         check_unmodified(tagged, program, partitioner)
@@ -136,13 +137,14 @@ def _spec(lowering: MethodLowering, part: Partition):
     return lowering.result.partition_tags[part.tag]
 
 
-def _lower_single(lowering: MethodLowering) -> None:
+def _lower_single(lowering: MethodLowering, report: LoweringReport) -> None:
     for part in lowering.partitions:
         spec = _spec(lowering, part)
-        part.lowered = lower_one(spec.backend_id, part.program, spec.compile_specs)
+        part.lowered = lower_one(spec.backend_id, part.program, spec.compile_specs,
+                                 report.external_time("backend"))
 
 
-def _lower_multi(lowerings: List[MethodLowering]) -> None:
+def _lower_multi(lowerings: List[MethodLowering], report: LoweringReport) -> None:
     """Group every method's partitions by backend; one ``preprocess_multimethod`` per backend.
 
     As the reference: backends in the order first seen (methods in order, tags
@@ -164,7 +166,8 @@ def _lower_multi(lowerings: List[MethodLowering]) -> None:
                  for m, parts in per_method.items()}
         programs = {m: [copy_for_backend(cls, p.program, s) for p, s in zip(parts, specs[m])]
                     for m, parts in per_method.items()}
-        results = cls.preprocess_multimethod(programs, specs)
+        with report.external_time("backend"):
+            results = cls.preprocess_multimethod(programs, specs)
         for m, method_results in results.items():
             for part, result, compile_specs in zip(per_method[m], method_results, specs[m]):
                 part.lowered = make_lowered_module(part.program, backend_id, result, compile_specs)
@@ -274,10 +277,10 @@ def lower_program(program: ExportedProgram, partitioner: Partitioner) -> Exporte
     """``to_backend(program, partitioner)``: the reference's single-program path."""
     report = LoweringReport.start()
     program._validate()
-    lowering = _partition("forward", program, partitioner, single=True)
+    lowering = _partition("forward", program, partitioner, single=True, report=report)
     report.mark("partition+plan")
     _build_partitions(lowering, single=True)
-    _lower_single(lowering)
+    _lower_single(lowering, report)
     report.mark("preprocess")
     result = _finish(lowering, single=True)
     report.finish(result, [lowering])
@@ -295,11 +298,12 @@ def lower_methods(programs: Mapping[str, ExportedProgram],
                 "partitioner-without-program", f"Partitioner for method {name} is not provided "
                 "a program", name)
         programs[name]._validate()
-        lowerings.append(_partition(name, programs[name], partitioner, single=False))
+        lowerings.append(_partition(name, programs[name], partitioner, single=False,
+                                    report=report))
     report.mark("partition+plan")
     for lowering in lowerings:
         _build_partitions(lowering, single=False)
-    _lower_multi(lowerings)
+    _lower_multi(lowerings, report)
     report.mark("preprocess")
     done = {lowering.name: _finish(lowering, single=False) for lowering in lowerings}
     result = {name: done.get(name, programs[name]) for name in programs}

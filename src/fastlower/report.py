@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Dict, List, Optional
+from typing import Dict, Iterator, List, Optional
 
 _LAST: List["LoweringReport"] = []
 
@@ -19,6 +20,10 @@ class LoweringReport:
     delegated_nodes: int = 0
     total_nodes: int = 0
     seconds: float = 0.0
+    # time inside the phases spent in code fastlower calls but does not own
+    # ("partitioner": the partitioner's __call__, "backend": preprocess or
+    # preprocess_multimethod)
+    external: Dict[str, float] = field(default_factory=dict)
 
     @classmethod
     def start(cls) -> "LoweringReport":
@@ -28,9 +33,22 @@ class LoweringReport:
         now = time.perf_counter()
         self.phases[phase] = now - self.started - sum(self.phases.values())
 
+    @contextmanager
+    def external_time(self, what: str) -> Iterator[None]:
+        start = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.external[what] = self.external.get(what, 0.0) + time.perf_counter() - start
+
+    @property
+    def own_seconds(self) -> float:
+        """The lowering machinery's time: the total minus partitioner and backend time."""
+        return self.seconds - sum(self.external.values())
+
     def finish(self, program, lowerings) -> None:
         self.mark("apply")
-        self.seconds = time.perf_counter() - self.started
+        self.seconds = sum(self.phases.values())  # the phases cover the whole call
         for lowering in lowerings:
             for part in lowering.partitions:
                 backend = lowering.result.partition_tags[part.tag].backend_id
@@ -48,10 +66,12 @@ class LoweringReport:
     def format(self) -> str:
         parts = ", ".join(f"{b}: {n}" for b, n in self.partitions.items()) or "none"
         phases = ", ".join(f"{k} {v:.3f}s" for k, v in self.phases.items())
+        external = "".join(f", {k} {v:.3f}s" for k, v in self.external.items())
         return (f"partitions: {parts}\n"
                 f"delegated call_function nodes: {self.delegated_nodes}/{self.total_nodes} "
                 f"({100 * self.delegated_share:.1f}%)\n"
-                f"fastlower time: {self.seconds:.3f}s ({phases})")
+                f"fastlower time: {self.seconds:.3f}s ({phases})\n"
+                f"  of which: lowering machinery {self.own_seconds:.3f}s{external}")
 
 
 def last_report() -> Optional[LoweringReport]:
