@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import copy
 from contextlib import nullcontext
-from typing import ContextManager, Dict, List, Type
+from typing import ContextManager, Dict, List, Optional, Type
 
 from executorch.exir.backend.backend_details import BackendDetails, PreprocessResult
 from executorch.exir.backend.compile_spec_schema import CompileSpec
@@ -67,7 +67,7 @@ def make_lowered_module(program: ExportedProgram, backend_id: str, result: Prepr
 
 
 def lower_one(backend_id: str, program: ExportedProgram, compile_specs: List[CompileSpec],
-              backend_timer: ContextManager = None) -> LoweredBackendModule:
+              backend_timer: Optional[ContextManager] = None) -> LoweredBackendModule:
     """Preprocess a whole program with one backend (``backend_timer`` wraps ``preprocess``)."""
     cls = find_backend(backend_id)
     copied = copy_for_preprocess(program)
