@@ -574,6 +574,7 @@ void FusionCore::legalize() {
 // -- delegate insertion -------------------------------------------------------
 void FusionCore::insert_delegate(int32_t pid) {
     const int32_t cm = partitions[pid].call_module;
+    while (taken_lowered.count(lowered_count)) ++lowered_count;
     const int64_t lowered_index = lowered_count++;
     partitions[pid].lowered_index = lowered_index;
     NameInfo ga_name = create_name("lowered_module_" + std::to_string(lowered_index));

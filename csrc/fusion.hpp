@@ -12,6 +12,7 @@
 #include <functional>
 #include <map>
 #include <stdexcept>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -112,6 +113,9 @@ class FusionCore {
     int32_t output_node;
     std::vector<PartitionData> partitions;
     int64_t lowered_count = 0;
+    // indices i whose lowered_module_{i} the owning module already has (an
+    // earlier lowering's delegates): the reference's get_lowered_module_name skips them
+    std::set<int64_t> taken_lowered;
     std::vector<int32_t> copies;
     std::vector<std::string> copy_fqn;  // parallel to copies
     bool is_submodule;

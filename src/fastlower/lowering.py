@@ -18,7 +18,7 @@ from . import errors, state
 from ._twin.fusion import OP_PLACEHOLDER
 from .apply import GraphBuilder, Partition, SignatureIndex
 from .backends import copy_for_backend, find_backend, lower_one, make_lowered_module
-from .encode import Interner, encode_graph, structure_arrays
+from .encode import Interner, encode_graph, structure_arrays, taken_lowered_indices
 from .programs import lazy_module_copy, unvalidated_program
 from .plan import GraphPlan, first_difference, iter_partitions, plan_program
 from .report import LoweringReport
@@ -90,6 +90,9 @@ def _partition(name: str, program: ExportedProgram, partitioner: Partitioner,
     tag_names = list(result.partition_tags.keys())
     tag_index = {t: i for i, t in enumerate(tag_names)}
     encoded = encode_graph(tagged.graph_module, tag_index, tagged, Interner())
+    # the reference's owning module is a deep copy of the whole input module: its
+    # attributes, used or not, are taken names too
+    encoded.taken_lowered = taken_lowered_indices(tagged.graph_module, program.graph_module)
     plan = plan_program(encoded, tag_names, single, state.strict_tags_enabled())
     lowering = MethodLowering(name, program, tagged, result, tag_names, plan)
     _collect_builders(lowering, plan)

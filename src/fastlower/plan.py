@@ -54,12 +54,13 @@ def first_difference(*args) -> int:
 def _new_simulator(enc: EncodedGraph, tag_names, is_submodule, top):
     if _core is not None and hasattr(_core, "FusionSimulator"):
         try:
-            return _core.FusionSimulator(enc.arrays, list(tag_names), is_submodule, top)
+            return _core.FusionSimulator(enc.arrays, list(tag_names), is_submodule, top,
+                                         enc.taken_lowered)
         except _core.Unsupported:
             # a graph the core cannot represent exactly (e.g. a name suffix beyond
             # int64, users not matching inputs): the twin plans it; the two mix
             pass
-    return FusionSimulator(enc.arrays, tag_names, is_submodule, top)
+    return FusionSimulator(enc.arrays, tag_names, is_submodule, top, enc.taken_lowered)
 
 
 def _csr(lists: Sequence[Sequence[int]]) -> Tuple[List[int], List[int]]:

@@ -76,7 +76,8 @@ class FusionSimulator:
     """Replays the reference's edits on one graph; see the module docstring."""
 
     def __init__(self, g: GraphArrays, tag_names: Sequence[str], is_submodule: bool,
-                 top: Optional["FusionSimulator"] = None) -> None:
+                 top: Optional["FusionSimulator"] = None,
+                 taken_lowered: Sequence[int] = ()) -> None:
         n = len(g.op)
         self.g = g
         self.tag_names = list(tag_names)
@@ -109,6 +110,11 @@ class FusionSimulator:
         self.ns = Namespace(self.names)
         self.partitions: List[PartitionPlan] = []
         self.lowered_count = 0
+        # indices i whose lowered_module_{i} the owning module already has (an earlier
+        # lowering's delegates): the reference's get_lowered_module_name skips them
+        self.taken_lowered = set(taken_lowered)
+        if any(k < 0 for k in self.taken_lowered):
+            raise ValueError("taken_lowered: lowered module indices are >= 0")
         self.copies: List[int] = []  # constant copies, creation order
         self.copy_target: Dict[int, str] = {}  # placeholder target of each copy
 
@@ -388,6 +394,8 @@ class FusionSimulator:
     def insert_delegate(self, pid: int) -> None:
         plan = self.partitions[pid]
         cm = plan.call_module
+        while self.lowered_count in self.taken_lowered:
+            self.lowered_count += 1
         plan.lowered_index = self.lowered_count
         self.lowered_count += 1
         ga = self._new_node(OP_GET_ATTR, KIND_GET_ATTR, [],
