@@ -206,7 +206,7 @@ GraphInput convert_arrays(py::handle a) {
 }
 
 std::unique_ptr<PySim> make_sim(py::object arrays, py::object tag_names, bool is_submodule, py::object top,
-                                std::vector<int64_t> taken_lowered) {
+                                py::iterable taken_lowered) {
     const NameHooks &hooks = python_name_hooks();
     auto sim = std::make_unique<PySim>();
     sim->g = arrays;
@@ -220,9 +220,11 @@ std::unique_ptr<PySim> make_sim(py::object arrays, py::object tag_names, bool is
             fused.push_back(std::move(candidate));
         }
         sim->core = std::make_unique<FusionCore>(std::move(g), std::move(fused), is_submodule, &hooks);
-        for (int64_t k : taken_lowered)
+        for (py::handle item : taken_lowered) {
+            const int64_t k = item.cast<int64_t>();
             if (k < 0) throw py::value_error("taken_lowered: lowered module indices are >= 0");
-        sim->core->taken_lowered.insert(taken_lowered.begin(), taken_lowered.end());
+            sim->core->taken_lowered.insert(k);
+        }
     } catch (const std::overflow_error &e) {
         throw Unsupported(e.what());
     } catch (py::error_already_set &e) {
@@ -290,7 +292,7 @@ void register_fusion(py::module_ &m) {
                       "Replays the reference's fusion edits on integer arrays; same interface and\n"
                       "results as fastlower._twin.fusion.FusionSimulator.")
         .def(py::init(&make_sim), py::arg("g"), py::arg("tag_names"), py::arg("is_submodule"),
-             py::arg("top") = py::none(), py::arg("taken_lowered") = std::vector<int64_t>{})
+             py::arg("top") = py::none(), py::arg("taken_lowered") = py::tuple())
         // per-node views
         .def_property_readonly("op", view(F_OP))
         .def_property_readonly("kind", view(F_KIND))

@@ -103,7 +103,8 @@ from executorch.exir.graph_module import get_control_flow_submodules
 from fastlower.examples.llama import build_llama, example_inputs as llama_inputs
 
 Inputs = Tuple[torch.Tensor, ...]
-PartitionerArg = Union[Partitioner, Dict[str, Partitioner]]
+# a list is a chain: each partitioner lowers the result of the previous one
+PartitionerArg = Union[Partitioner, Dict[str, Partitioner], List[Partitioner]]
 
 
 # --------------------------------------------------------------------------- #
@@ -932,6 +933,57 @@ ALL = ("direct", "spec", "manager")
 # something (several methods) to keep the suite under 4 minutes on 2 cores.
 DM = ("direct", "manager")
 
+# --------------------------------------------------------------------------- #
+# Chained lowering: several partitioners lower the same program in turn
+# (to_edge_transform_and_lower(..., partitioner=[P1, P2]), to_backend twice)
+# --------------------------------------------------------------------------- #
+class TwoLinearAddMul(nn.Module):
+    """Issue #13's model: AddMulPartitionerDemo takes add/mul, XNNPACK the linears."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.l1 = nn.Linear(4, 8)
+        self.l2 = nn.Linear(8, 3)
+
+    def forward(self, x, y):
+        h = self.l1(x)
+        h = h + y
+        h = h * y
+        return self.l2(h)
+
+
+def _two_linear_inputs():
+    g = torch.Generator().manual_seed(13)
+    return [(torch.randn(2, 4, generator=g), torch.randn(2, 8, generator=g))]
+
+
+_ADD = exir_ops.edge.aten.add.Tensor
+_XNN = XnnpackBackend.__name__
+
+
+def build_chain(*partitioner_factories, model_factory=TwoLinearAddMul,
+                inputs_factory=_two_linear_inputs) -> Callable[[], Built]:
+    """A case lowered by each partitioner in turn (fresh instances per build)."""
+
+    def build() -> Built:
+        torch.manual_seed(0)
+        return _single(
+            model_factory(), inputs_factory(), [f() for f in partitioner_factories],
+            keep_aten=True, etl_partitioner=lambda: [f() for f in partitioner_factories],
+        )
+
+    return build
+
+
+def _xnn_adds() -> Partitioner:
+    return TargetsPartitioner([_ADD], _XNN, prefix="add_tag")
+
+
+def _nothing() -> Partitioner:
+    """Tags nothing (no div in these graphs): the next partitioner gets the whole graph."""
+    return TargetsPartitioner([exir_ops.edge.aten.div.Tensor], _DEMO)
+
+
 MODEL_CASES: Dict[str, ModelCase] = {
     c.name: c
     for c in [
@@ -1044,6 +1096,45 @@ MODEL_CASES: Dict[str, ModelCase] = {
         ),
         ModelCase("missing_tag", build_missing_tag, runtime=False, paths=DM),
         ModelCase("split_output_demo", build_split_output, runtime=False, paths=DM),
+        ModelCase(
+            "chain_addmul_then_xnnpack",
+            build_chain(AddMulPartitionerDemo, XnnpackPartitioner),
+            runtime=False,  # BackendWithCompilerDemo is not in the pip runtime
+            paths=ALL + ("etl",),
+            doc="issue #13: the second lowering must not replace the first one's delegates",
+        ),
+        ModelCase(
+            "chain_xnnpack_adds_then_xnnpack",
+            build_chain(_xnn_adds, XnnpackPartitioner),
+            runtime=True,
+            paths=ALL + ("etl",),
+        ),
+        ModelCase(
+            "chain_xnnpack_adds_then_per_op",
+            build_chain(_xnn_adds, lambda: XnnpackPartitioner(per_op_mode=True)),
+            runtime=True,
+            paths=("manager", "etl"),
+        ),
+        ModelCase(
+            "chain_three_partitioners",
+            build_chain(_xnn_adds, AddMulPartitionerDemo, XnnpackPartitioner),
+            runtime=False,
+            paths=ALL + ("etl",),
+        ),
+        ModelCase(
+            "chain_first_leaves_nothing",
+            build_chain(_nothing, XnnpackPartitioner),
+            runtime=True,
+            paths=("direct", "etl"),
+        ),
+        ModelCase(
+            "chain_cond_xnnpack",
+            build_chain(_xnn_adds, XnnpackControlFlowPartitioner, model_factory=CondModel,
+                        inputs_factory=_cond_inputs),
+            runtime=True,
+            paths=DM,
+            doc="delegates inside cond branches are named per branch module",
+        ),
     ]
 }
 
