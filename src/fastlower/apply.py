@@ -74,6 +74,10 @@ class GraphBuilder:
     def node_meta(self, i: int) -> dict:
         return self.enc.nodes[i].meta if i < self.n_orig else self.meta[i]
 
+    def original_members(self, pid: int) -> List[torch.fx.Node]:
+        """The input graph's nodes that partition ``pid`` holds (constant copies excluded)."""
+        return [self.enc.nodes[m] for m in self.sim.partitions[pid].nodes if m < self.n_orig]
+
     def node_type(self, i: int):
         return self.enc.nodes[i].type if i < self.n_orig else None
 

@@ -18,6 +18,7 @@ from . import errors, state
 from ._twin.fusion import OP_PLACEHOLDER
 from .apply import GraphBuilder, Partition, SignatureIndex
 from .backends import copy_for_backend, find_backend, lower_one, make_lowered_module
+from .edits import PartitionerEdits, find_edits
 from .encode import Interner, encode_graph, structure_arrays, taken_lowered_indices
 from .programs import lazy_module_copy, unvalidated_program
 from .plan import GraphPlan, first_difference, iter_partitions, plan_program
@@ -46,7 +47,7 @@ def make_fake_program(program: ExportedProgram) -> ExportedProgram:
 
 
 def check_unmodified(tagged: ExportedProgram, original: ExportedProgram, partitioner) -> None:
-    """The partitioner may tag nodes but not change the graph."""
+    """The partitioner may tag nodes but not change the graph's structure."""
     diff = first_difference(*structure_arrays(tagged.graph_module),
                             *structure_arrays(original.graph_module))
     if diff >= 0:
@@ -70,6 +71,7 @@ class MethodLowering:
     result: PartitionResult
     tag_names: List[str]
     plan: GraphPlan
+    edits: PartitionerEdits  # what the partitioner changed besides tags
     builders: List[GraphBuilder] = field(default_factory=list)  # top first, then nested
     partitions: List[Partition] = field(default_factory=list)
     input_specs: List[InputSpec] = field(default_factory=list)  # after constant duplication
@@ -81,10 +83,14 @@ def _partition(name: str, program: ExportedProgram, partitioner: Partitioner,
     with report.external_time("partitioner"):
         result = partitioner(fake)
     tagged = result.tagged_exported_program
-    if state.validation_enabled():
+    validating = state.validation_enabled()
+    if validating:
         check_unmodified(tagged, program, partitioner)
     else:
         log.warning("Disabled validating the partitioner.")
+    edits = find_edits(tagged.graph_module, program.graph_module, structure_checked=validating)
+    if edits:
+        _report_edits(edits, partitioner, strict=validating and state.strict_partitioners_enabled())
     if result.partition_tags is None:
         raise errors.MissingPartitionTagsError(str(partitioner))
     tag_names = list(result.partition_tags.keys())
@@ -94,9 +100,23 @@ def _partition(name: str, program: ExportedProgram, partitioner: Partitioner,
     # attributes, used or not, are taken names too
     encoded.taken_lowered = taken_lowered_indices(tagged.graph_module, program.graph_module)
     plan = plan_program(encoded, tag_names, single, state.strict_tags_enabled())
-    lowering = MethodLowering(name, program, tagged, result, tag_names, plan)
+    lowering = MethodLowering(name, program, tagged, result, tag_names, plan, edits)
     _collect_builders(lowering, plan)
     return lowering
+
+
+def _report_edits(edits: PartitionerEdits, partitioner, strict: bool) -> None:
+    """Refuse the partitioner's edits (strict) or name each of them once."""
+    if strict and edits.args:
+        raise errors.PartitionerEditError(str(partitioner), edits.args)
+    if edits.args:
+        log.warning("partitioner %s changed node arguments; the edited graph is lowered (as the "
+                    "reference does) and its partitions are verified: %s", partitioner,
+                    "; ".join(str(e) for e in edits.args))
+    if edits.bodies or edits.unknown:
+        log.warning("partitioner %s changed the structure of %s; every partition there is "
+                    "verified", partitioner,
+                    "the graph" if edits.unknown else f"{len(edits.bodies)} control-flow bodies")
 
 
 def _collect_builders(lowering: MethodLowering, plan: GraphPlan) -> None:
@@ -115,6 +135,11 @@ def _build_partitions(lowering: MethodLowering, single: bool) -> None:
         for pid in range(len(builder.sim.partitions)):
             part = builder.build_partition(pid, lowering.tagged, sig, real_state, real_constants,
                                            single)
+            if lowering.edits and lowering.edits.touches(builder.enc.graph_module,
+                                                         builder.original_members(pid)):
+                # an edit the reference's check does not see: its partition program's
+                # verifier run is where the reference rejects an invalid one
+                part.program._validate()
             lowering.partitions.append(part)
 
 
@@ -297,9 +322,7 @@ def lower_methods(programs: Mapping[str, ExportedProgram],
     lowerings: List[MethodLowering] = []
     for name, partitioner in partitioners.items():
         if name not in programs:
-            raise errors.PartitionContractError(
-                "partitioner-without-program", f"Partitioner for method {name} is not provided "
-                "a program", name)
+            raise errors.MethodWithoutProgramError(name, list(programs))
         programs[name]._validate()
         lowerings.append(_partition(name, programs[name], partitioner, single=False,
                                     report=report))

@@ -128,9 +128,15 @@ def _fuse_all(plan: GraphPlan, tag_names: Sequence[str], single: bool) -> None:
         if not any(u not in inside for m in members for u in sim.users[m]):
             raise errors.NoPartitionOutputError(tag_names[t], sim.names[members[-1]])
         part = sim.fuse(t, members)
-        _check_owned_mutations(sim, part, tag_names[t], plan.encoded.targets.values)
         if single:  # the single-program path lowers each partition right after fusing it
+            _check_owned_mutations(sim, part, tag_names[t], plan.encoded.targets.values)
             sim.insert_delegate(len(sim.partitions) - 1)
+    if not single:
+        # the multi-method path fuses every partition before it inserts any delegate,
+        # where the reference meets an owned buffer update read outside: a later
+        # partition's cycle is reported first
+        for part in sim.partitions:
+            _check_owned_mutations(sim, part, tag_names[part.tag], plan.encoded.targets.values)
 
 
 def _check_owned_mutations(sim, part, tag: str, targets) -> None:
