@@ -7,6 +7,7 @@ import logging
 from dataclasses import dataclass, field
 from typing import Dict, List, Mapping
 
+import torch
 from executorch.exir.backend.partitioner import Partitioner, PartitionResult
 from torch._guards import detect_fake_mode
 from torch.export import ExportedProgram
@@ -42,8 +43,20 @@ def make_fake_program(program: ExportedProgram) -> ExportedProgram:
         lazy=True, root=gm, graph=gm.graph, graph_signature=copy.deepcopy(program.graph_signature),
         state_dict=fake_state, range_constraints=copy.deepcopy(program.range_constraints),
         module_call_graph=copy.deepcopy(program.module_call_graph),
-        constants=dict(program.constants), verifiers=[program.verifier],
+        constants=_constants_for_partitioner(program.constants), verifiers=[program.verifier],
     )
+
+
+def _constants_for_partitioner(constants: Mapping[str, object]) -> Dict[str, object]:
+    """The program's constants, real values the partitioner cannot write through.
+
+    The reference hands the partitioner the caller's own constant tensors (only
+    parameters and buffers become fake), so a partitioner that writes one in place
+    changes the caller's program. fastlower gives it copies (lifted constants are
+    small next to the weights, which stay fake); scripts and other objects are
+    passed as they are.
+    """
+    return {k: v.clone() if isinstance(v, torch.Tensor) else v for k, v in constants.items()}
 
 
 def check_unmodified(tagged: ExportedProgram, original: ExportedProgram, partitioner) -> None:
