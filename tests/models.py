@@ -1146,6 +1146,11 @@ def _xnn_adds() -> Partitioner:
     return TargetsPartitioner([_ADD], _XNN, prefix="add_tag")
 
 
+def _xnn_adds_same_tags() -> Partitioner:
+    """Tags named as XnnpackControlFlowPartitioner names its own (``xnn_tag<i>``)."""
+    return TargetsPartitioner([_ADD], _XNN, prefix="xnn_tag")
+
+
 def _nothing() -> Partitioner:
     """Tags nothing (no div in these graphs): the next partitioner gets the whole graph."""
     return TargetsPartitioner([exir_ops.edge.aten.div.Tensor], _DEMO)
@@ -1309,6 +1314,14 @@ MODEL_CASES: Dict[str, ModelCase] = {
             runtime=True,
             paths=DM,
             doc="delegates inside cond branches are named per branch module",
+        ),
+        ModelCase(
+            "chain_cond_same_tag_names",
+            build_chain(_xnn_adds_same_tags, XnnpackControlFlowPartitioner,
+                        model_factory=CondModel, inputs_factory=_cond_inputs),
+            runtime=True,
+            paths=("manager",),
+            doc="both lowerings use the same tag names: fused_<tag> modules of the bodies",
         ),
     ]
 }
