@@ -42,7 +42,7 @@ ERROR_TABLE = {
     "GraphModifiedError": ["mutates_graph", "adds_a_node"],
     "MissingPartitionTagsError": ["partition_tags_none"],
     "BackendNotFoundError": ["unknown_backend"],
-    "CyclicPartitionError": ["cycle", "owned_update_read_and_cycle_spec"],
+    "CyclicPartitionError": ["cycle", "owned_update_read_and_cycle_spec", "chain_cond_same_tag_names"],
     "OwnedBufferUpdateReadError": ["owned_update_read_outside", "owned_update_read_and_cycle_direct"],
     "BufferMutationOutputError": ["owned_update_returned"],
     "MethodWithoutProgramError": ["method_without_program"],
