@@ -99,6 +99,7 @@ from executorch.exir.backend.test.op_partitioner_demo import (
 )
 from executorch.exir.dialects._ops import ops as exir_ops
 from executorch.exir.error import InternalError
+from torch._export.verifier import SpecViolationError
 from executorch.exir.graph_module import get_control_flow_submodules
 
 from fastlower.examples.llama import build_llama, example_inputs as llama_inputs
@@ -1016,6 +1017,18 @@ def _nothing() -> Partitioner:
     return TargetsPartitioner([exir_ops.edge.aten.div.Tensor], _DEMO)
 
 
+def _tag_cond_not_its_branches(ep):
+    """Tags the cond call but not the get_attr nodes of its branch bodies."""
+    for n in ep.graph.nodes:
+        if n.op == "call_function" and n.target is torch.ops.higher_order.cond:
+            n.meta["delegation_tag"] = "tag0"
+
+
+def build_cond_without_branches() -> Built:
+    return _single(CondModel(), _cond_inputs(),
+                   _FnPartitioner(_tag_cond_not_its_branches, {"tag0": _spec()}))
+
+
 ADDR = r"0xADDR"
 
 ERROR_CASES: Dict[str, ErrorCase] = {
@@ -1139,6 +1152,14 @@ ERROR_CASES: Dict[str, ErrorCase] = {
             doc="the first lowering's tags stay on the nodes of control-flow bodies (the "
             "reference drops them at top level only); a second partitioner that reuses a "
             "tag name gets those nodes in its partition, which is then not convex",
+        ),
+        ErrorCase(
+            "cond_without_branches",
+            build_cond_without_branches,
+            SpecViolationError,
+            r"Node\.meta submodule_0 is missing val field\.",
+            doc="a partition holding a cond call but not its branch get_attrs: the "
+            "partition program's verifier rejects the branch placeholders (fuzz F1)",
         ),
         ErrorCase(
             "list_arg_const",

@@ -148,10 +148,12 @@ def _build_partitions(lowering: MethodLowering, single: bool) -> None:
         for pid in range(len(builder.sim.partitions)):
             part = builder.build_partition(pid, lowering.tagged, sig, real_state, real_constants,
                                            single)
-            if lowering.edits and lowering.edits.touches(builder.enc.graph_module,
-                                                         builder.original_members(pid)):
-                # an edit the reference's check does not see: its partition program's
-                # verifier run is where the reference rejects an invalid one
+            if (lowering.edits and lowering.edits.touches(builder.enc.graph_module,
+                                                          builder.original_members(pid))) \
+                    or builder.has_input_without_value(pid):
+                # what the input's verifier run did not cover (an edit the reference's
+                # check does not see, a placeholder without a value): the partition
+                # program's verifier run is where the reference rejects it
                 part.program._validate()
             lowering.partitions.append(part)
 
