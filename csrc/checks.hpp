@@ -65,7 +65,7 @@ inline void tag_ids(const std::string &where, const std::string &name, const std
     for (size_t k = 0; k < tags.size(); ++k) {
         const int64_t t = tags[k];
         if (t < -2 || (n_tags >= 0 && t >= n_tags)) {
-            const std::string bound = n_tags >= 0 ? "[0, " + str(n_tags) + ")" : std::string(">= 0");
+            const std::string bound = n_tags >= 0 ? "in [0, " + str(n_tags) + ")" : std::string(">= 0");
             index_error(where + ": " + name + "[" + std::to_string(k) + "] is not -2, -1 or a tag id " + bound);
         }
     }

@@ -56,5 +56,5 @@ def check_tag_ids(where: str, name: str, tags: Sequence[int], n_tags: int) -> No
     """Every tag -2 (unknown), -1 (untagged) or in ``[0, n_tags)``; ``n_tags < 0`` means unbounded."""
     for k, t in enumerate(tags):
         if t < -2 or (n_tags >= 0 and t >= n_tags):
-            bound = f"[0, {n_tags})" if n_tags >= 0 else ">= 0"
+            bound = f"in [0, {n_tags})" if n_tags >= 0 else ">= 0"
             raise IndexError(f"{where}: {name}[{k}] is not -2, -1 or a tag id {bound}")
