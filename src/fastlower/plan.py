@@ -58,7 +58,8 @@ def _new_simulator(enc: EncodedGraph, tag_names, is_submodule, top):
                                          enc.taken_lowered)
         except _core.Unsupported:
             # a graph the core cannot represent exactly (e.g. a name suffix beyond
-            # int64, users not matching inputs): the twin plans it; the two mix
+            # int64): the twin plans it; the two mix.  Malformed arrays are a
+            # ValueError / IndexError from both and propagate.
             pass
     return FusionSimulator(enc.arrays, tag_names, is_submodule, top, enc.taken_lowered)
 
