@@ -273,6 +273,45 @@ class ProgramCache:
         return self._tags[kind]
 
 
+class XnnpackAddsPartitioner(Partitioner):
+    """Only the ``add`` nodes, each maximal group its own XNNPACK partition: the first
+    partitioner of the chained-lowering case (the second, ``XnnpackPartitioner``,
+    lowers what is left to a program that already holds delegates)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        from executorch.backends.xnnpack.xnnpack_preprocess import XnnpackBackend
+
+        self.delegation = DelegationSpec(XnnpackBackend.__name__, [])
+
+    def partition(self, exported_program: ExportedProgram) -> PartitionResult:
+        from executorch.exir.backend.canonical_partitioners.pattern_op_partitioner import (
+            generate_pattern_op_partitions,
+        )
+        from executorch.exir.dialects._ops import ops as exir_ops
+        from torch.fx.passes.operator_support import OperatorSupportBase
+
+        class Adds(OperatorSupportBase):
+            def is_node_supported(self, submodules, node) -> bool:
+                return node.op == "call_function" and node.target == exir_ops.edge.aten.add.Tensor
+
+        tags = {}
+        for i, part in enumerate(generate_pattern_op_partitions(
+                exported_program.graph_module, op_support=Adds())):
+            for node in part.nodes:
+                node.meta["delegation_tag"] = f"add{i}"
+            tags[f"add{i}"] = self.delegation
+        return PartitionResult(tagged_exported_program=exported_program, partition_tags=tags)
+
+
+class Chain(list):
+    """Partitioners applied one after another, each to the previous lowering's result."""
+
+
+def chained_xnnpack() -> Chain:
+    return Chain([XnnpackAddsPartitioner(), timed_xnnpack_partitioner()])
+
+
 # --------------------------------------------------------------------------- memory
 
 _libc = None

@@ -29,7 +29,7 @@ def pytest_addoption(parser):
     group.addoption("--bench-slow-rounds", type=int, default=1,
                     help="rounds of slow cases: (a) and reference (b) above 4 layers, "
                          "reference many-partition case (default 1)")
-    group.addoption("--bench-setups", default="xnnpack,pretagged,many,floor",
+    group.addoption("--bench-setups", default="xnnpack,pretagged,chain,many,floor",
                     help="subset of cases to run")
     group.addoption("--bench-impls", default="reference,fastlower",
                     help="subset of implementations to run")

@@ -7,6 +7,8 @@ Cases (ids ``<setup>-L<layers>-<impl>``), run size by size, reference first:
   (learnt once per size, outside the timings) + :class:`FastlowerBenchNoopBackend`;
 * ``many``      every call_function node of the ``--many-layers`` graph its own
   partition (>= 500 partitions at 8 layers) + the no-op backend;
+* ``chain``     chained lowering (issue #13): XNNPACK's ``add`` partitions first, then
+  ``XnnpackPartitioner()`` on the program that already holds them;
 * ``floor``     the graph-copy floor: ``copy.deepcopy(graph_module)`` and
   ``Graph.graph_copy`` + ``GraphModule`` of the same Edge graph.
 
@@ -48,7 +50,7 @@ def _cases(config) -> List[Tuple[str, int, str]]:
             many_done = True
         if "floor" in setups:
             cases += [("floor", n, "deepcopy"), ("floor", n, "graph_copy")]
-        for setup in ("xnnpack", "pretagged"):
+        for setup in ("xnnpack", "pretagged", "chain"):
             if setup in setups:
                 cases.extend((setup, n, impl) for impl in impls)
         if n == many and not many_done:
@@ -124,6 +126,8 @@ def test_bench(benchmark, case, programs, session_results, bench_options, warmed
     pristine = programs.pristine(n)
     if setup == "xnnpack":
         make_partitioner = benchlib.timed_xnnpack_partitioner
+    elif setup == "chain":
+        make_partitioner = benchlib.chained_xnnpack
     else:
         tags = programs.tags(n, "xnnpack" if setup == "pretagged" else "single")
         label = f"{setup}-L{n}"
@@ -143,7 +147,12 @@ def test_bench(benchmark, case, programs, session_results, bench_options, warmed
     def run(program, partitioner):
         t = time.perf_counter()
         with PeakRss() as rss:
-            result = lower(program, partitioner)
+            if isinstance(partitioner, benchlib.Chain):
+                result = program
+                for step in partitioner:
+                    result = lower(result, step)
+            else:
+                result = lower(program, partitioner)
         seconds = time.perf_counter() - t
         info = {"seconds": seconds, "rss_mib": rss.growth_mib, "rss_method": rss.method,
                 "hooks": dict(STOPWATCH.seconds)}
