@@ -19,10 +19,10 @@ Reading one: ``LoweringReport`` (``model``) fields and ``coverage``;
 from .model import (
     Coverage, LoweringReport, NodeRecord, OperatorRecord, PartitionRecord, UndelegatedNode,
 )
-from .preview import build_report, preview, previewing
+from .preview import build_report, preview, preview_export
 from .registry import last_report, report_for
 
 __all__ = [
     "LoweringReport", "Coverage", "NodeRecord", "OperatorRecord", "PartitionRecord",
-    "UndelegatedNode", "last_report", "report_for", "build_report", "preview", "previewing",
+    "UndelegatedNode", "last_report", "report_for", "build_report", "preview", "preview_export",
 ]

@@ -3,18 +3,16 @@ backend ``preprocess`` (as Torch-TensorRT's dryrun and TFLite's
 ``PreviewDelegatePartitioning`` do).
 
 ``build_report(result)`` reads a ``PartitionResult`` (or a tagged program and its
-``partition_tags``). ``preview(program, partitioner)`` runs the partitioner on a
-copy and reads its result. ``previewing()`` makes ExecuTorch's own entry points
-(``to_edge_transform_and_lower``, ``EdgeProgramManager.to_backend``) run the
-partitioners only: the programs come back untagged and undelegated, and
-``last_report()`` is the preview.
+``partition_tags``). ``preview(edge_program, partitioner)`` runs the partitioner on
+a copy and reads its result. ``preview_export(aten_program, partitioner)`` goes
+through ``to_edge_transform_and_lower`` up to its ``to_backend`` call, so the
+partitioner sees exactly the Edge program it would see there, then stops.
 """
 
 from __future__ import annotations
 
 import time
-from contextlib import contextmanager
-from typing import Any, Dict, Generator, Mapping, Optional
+from typing import Any, Dict, Mapping, Optional
 
 from . import collect, registry
 from .model import LoweringReport
@@ -65,20 +63,34 @@ def _preview_methods(programs: Mapping[str, Any], partitioners: Mapping[str, Any
     return report
 
 
+class _PartitionedOnly(Exception):
+    """Carries the preview out of ``to_edge_transform_and_lower`` once the partitioners ran."""
+
+    def __init__(self, report: LoweringReport) -> None:
+        super().__init__("preview done")
+        self.report = report
+
+
 def _preview_to_backend(spec: Any, *args: Any) -> Any:
-    """Stands in for ``to_backend(MethodProgramsPartitionerSpec)``: report, do not lower."""
+    """Stands in for ``to_backend(MethodProgramsPartitionerSpec)``: report, then stop."""
     if args or not hasattr(spec, "method_to_edge_program"):
         raise TypeError("the preview stands in for to_backend(MethodProgramsPartitionerSpec) only")
-    programs = spec.method_to_edge_program
-    report = _preview_methods(programs, spec.method_to_partitioner)
-    registry.publish(report, None)
-    return dict(programs)
+    raise _PartitionedOnly(_preview_methods(spec.method_to_edge_program, spec.method_to_partitioner))
 
 
-@contextmanager
-def previewing() -> Generator[None, None, None]:
-    """Within the block ExecuTorch's ``to_backend`` runs the partitioners only."""
+def preview_export(aten_program: Any, partitioner: Any, **kwargs: Any) -> LoweringReport:
+    """What ``to_edge_transform_and_lower(aten_program, partitioner=[partitioner], **kwargs)``
+    would delegate: the same Edge program (ops the partitioner keeps undecomposed stay
+    so), the partitioner run on it, and no backend. Also this thread's ``last_report()``.
+    """
+    from executorch.exir import to_edge_transform_and_lower
+
     from ..patch import installed
 
-    with installed(_preview_to_backend):
-        yield
+    try:
+        with installed(_preview_to_backend):
+            to_edge_transform_and_lower(aten_program, partitioner=[partitioner], **kwargs)
+    except _PartitionedOnly as done:
+        registry.publish(done.report, None)
+        return done.report
+    raise RuntimeError("to_edge_transform_and_lower did not call to_backend")

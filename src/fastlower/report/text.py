@@ -49,14 +49,16 @@ def summary(report: LoweringReport, max_rows: int = MAX_ROWS) -> str:
     parts = report.partition_records
     if parts:
         shown = sorted(parts, key=lambda p: -p.node_count)[:max_rows]
+        headers = ["partition", "backend", "nodes", "in", "out", "constants"]
         prows = [[p.key, p.backend, p.node_count, len(p.inputs), len(p.outputs),
-                  _size(p.constant_bytes), _size(p.processed_bytes),
-                  f"{p.preprocess_seconds:.3f}", {None: "-", True: "hit", False: "miss"}[p.cache_hit]]
-                 for p in shown]
+                  _size(p.constant_bytes)] for p in shown]
+        if not report.preview:  # a preview ran no backend: nothing to say on these
+            headers += ["processed", "preprocess s", "cache"]
+            for row, p in zip(prows, shown):
+                row += [_size(p.processed_bytes), f"{p.preprocess_seconds:.3f}",
+                        {None: "-", True: "hit", False: "miss"}[p.cache_hit]]
         lines.append("")
-        lines.append(tabulate(prows, headers=["partition", "backend", "nodes", "in", "out",
-                                              "constants", "processed", "preprocess s", "cache"],
-                              tablefmt="simple"))
+        lines.append(tabulate(prows, headers=headers, tablefmt="simple"))
         lines += _more(shown, len(parts), "partitions")
     left = [o for o in report.operators if o.not_delegated]
     if left:
