@@ -58,13 +58,31 @@ def out(text: str = "") -> None:
 
 
 # --------------------------------------------------------------------------- inputs
-def load_program(path: str):
-    """The ``ExportedProgram`` saved at ``path`` with ``torch.export.save``."""
+def check_model_file(path: str) -> None:
+    """Fail early, before any heavy import, on a model path that is no file."""
     file = Path(path)
     if not file.exists():
         raise UsageError(f"{path}: no such file")
     if not file.is_file():
         raise UsageError(f"{path}: not a file")
+
+
+def quiet_torch(debug: bool) -> None:
+    """Without ``--debug``, torch's own log handler shows errors only (importing
+    ExecuTorch makes it warn about things that are not the user's business)."""
+    if not debug and "torch" not in sys.modules:
+        # torch's logging reads TORCH_LOGS once, on import; "-all": errors only
+        os.environ.setdefault("TORCH_LOGS", "-all")
+    import torch  # noqa: F401
+
+    if not debug:
+        logging.getLogger("torch").setLevel(logging.ERROR)
+
+
+def load_program(path: str):
+    """The ``ExportedProgram`` saved at ``path`` with ``torch.export.save``."""
+    check_model_file(path)
+    file = Path(path)
     import torch
     from torch.export import ExportedProgram
 
@@ -191,15 +209,17 @@ def _write_reports(report, args) -> None:
 
 def cmd_lower(args) -> int:
     """``fastlower lower``: ``.pt2`` in, ``.pte`` out, report printed."""
+    check_model_file(args.model)
+    output = Path(args.output)
+    if not output.parent.exists():
+        raise UsageError(f"{args.output}: folder {output.parent} does not exist")
+    quiet_torch(args.debug)
     from executorch.exir import to_edge_transform_and_lower
 
     from .patch import installed
     from .report import json as report_json
     from .report import last_report
 
-    output = Path(args.output)
-    if not output.parent.exists():
-        raise UsageError(f"{args.output}: folder {output.parent} does not exist")
     partitioner = make_partitioner(args.backend, args.partitioner)
     program = load_program(args.model)
     configure_preprocess(args.workers, not args.no_cache)
@@ -229,6 +249,8 @@ def cmd_lower(args) -> int:
 
 def cmd_report(args) -> int:
     """``fastlower report``: the partitioner only, no backend preprocess."""
+    check_model_file(args.model)
+    quiet_torch(args.debug)
     from .report import preview_export
 
     partitioner = make_partitioner(args.backend, args.partitioner)
@@ -354,35 +376,58 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _configure_logging(debug: bool) -> None:
-    logger = logging.getLogger("fastlower")
-    if not logger.handlers:
-        handler = logging.StreamHandler(sys.stderr)
-        handler.setFormatter(logging.Formatter("fastlower: %(levelname)s: %(message)s"))
-        logger.addHandler(handler)
+@contextmanager
+def _logging_for_the_command(debug: bool) -> Iterator[None]:
+    """fastlower's log to stderr; without ``--debug`` ExecuTorch's and torch's chatty
+    warnings (root logger, ``warnings``) are silenced. Restored afterwards, so
+    ``main()`` can be called in-process (tests)."""
+    logger, root, torch_log = (logging.getLogger("fastlower"), logging.getLogger(),
+                               logging.getLogger("torch"))
+    saved = (logger.level, root.level, torch_log.level)
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("fastlower: %(levelname)s: %(message)s"))
+    logger.addHandler(handler)
     logger.setLevel(logging.DEBUG if debug else logging.WARNING)
     if not debug:
-        warnings.filterwarnings("ignore")
-        # ExecuTorch and torch log chatty warnings through the root logger
-        logging.getLogger().setLevel(logging.ERROR)
+        root.setLevel(logging.ERROR)
+    try:
+        with warnings.catch_warnings():
+            if not debug:
+                warnings.simplefilter("ignore")
+            yield
+    finally:
+        logger.removeHandler(handler)
+        logger.setLevel(saved[0])
+        root.setLevel(saved[1])
+        torch_log.setLevel(saved[2])
 
 
 def main(argv: Optional[List[str]] = None) -> int:
     """Entry point of the ``fastlower`` console script; returns the exit code."""
     parser = build_parser()
     args = parser.parse_args(argv)
-    _configure_logging(args.debug)
     run: Callable[[Any], int] = args.run
-    try:
-        return run(args)
-    except UsageError as exc:
-        if args.debug:
-            traceback.print_exc()
-        sys.stderr.write(f"fastlower {args.command}: error: {exc}\n")
-        return EXIT_USAGE
-    except KeyboardInterrupt:
-        sys.stderr.write("fastlower: interrupted\n")
-        return 130
+    with _logging_for_the_command(args.debug):
+        try:
+            return run(args)
+        except UsageError as exc:
+            if args.debug:
+                traceback.print_exc()
+            sys.stderr.write(f"fastlower {args.command}: error: {exc}\n")
+            return EXIT_USAGE
+        except Exception as exc:
+            from .errors import FastlowerError
+
+            if not isinstance(exc, FastlowerError):
+                raise  # a bug, not bad input: the traceback helps
+            if args.debug:
+                traceback.print_exc()
+            sys.stderr.write(f"fastlower {args.command}: lowering failed: "
+                             f"{type(exc).__name__}: {_first_line(exc)}\n")
+            return EXIT_FAILED
+        except KeyboardInterrupt:
+            sys.stderr.write("fastlower: interrupted\n")
+            return 130
 
 
 if __name__ == "__main__":  # pragma: no cover

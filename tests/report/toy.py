@@ -59,3 +59,22 @@ def cond_program():
     g = torch.Generator().manual_seed(3)
     inputs = (torch.rand(3, 3, generator=g) + 1.0, torch.randn(3, 3, generator=g).abs())
     return to_edge(torch.export.export(CondModel(), inputs)).exported_program()
+
+
+class AddMulPartitioner(TargetsPartitioner):
+    """``add_mul_partitioner()`` as a class that takes no arguments (for ``--partitioner``)."""
+
+    def __init__(self) -> None:
+        super().__init__(ADD_MUL, FastlowerToyBackend.__name__)
+
+
+class TagsOutputPartitioner(AddMulPartitioner):
+    """Breaks the partition contract: also tags the output node (a typed lowering error)."""
+
+    def partition(self, exported_program):
+        result = super().partition(exported_program)
+        tag = next(iter(result.partition_tags))
+        for node in exported_program.graph.nodes:
+            if node.op == "output":
+                node.meta["delegation_tag"] = tag
+        return result
