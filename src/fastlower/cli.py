@@ -32,6 +32,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence
 
+from .console import out
+
 log = logging.getLogger("fastlower.cli")
 
 #: ``--backend`` names -> the partitioner class that targets them
@@ -49,12 +51,6 @@ EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 
 class UsageError(Exception):
     """Bad input: reported as one line on stderr, exit code 2."""
-
-
-def out(text: str = "") -> None:
-    """The command's own output (stdout), as opposed to log messages."""
-    sys.stdout.write(text + "\n")
-    sys.stdout.flush()
 
 
 # --------------------------------------------------------------------------- inputs
