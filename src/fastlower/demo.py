@@ -56,7 +56,7 @@ def main(argv=None) -> int:
     from .report import last_report
 
     out(f"fastlower demo: {args.layers}-layer Llama-style decoder, XNNPACK "
-          f"(planner: {'C++ core' if backend_module() is not None else 'Python twin'})")
+        f"(planner: {'C++ core' if backend_module() is not None else 'Python twin'})")
     # XNNPACK's first lowering in a process pays a few seconds of one-off set-up
     # (pattern graphs); pay it outside both timings
     _lower(1, use_fastlower=True)
@@ -68,12 +68,12 @@ def main(argv=None) -> int:
     # to_executorch() rewrites the edge program in place: compare before it
     our_code = ours.exported_program().graph_module.code
     pte = ours.to_executorch().buffer
-    out = _run(pte, inputs)[0]
+    got = _run(pte, inputs)[0]
     expected = eager_reference(args.layers, inputs)
-    err = (out - expected).abs().max().item()
+    err = (got - expected).abs().max().item()
     out(f"runtime vs eager: max abs error {err:.2e} "
-          f"({'ok' if torch.allclose(out, expected, atol=1e-3, rtol=1e-3) else 'MISMATCH'})")
-    status = 0 if torch.allclose(out, expected, atol=1e-3, rtol=1e-3) else 1
+        f"({'ok' if torch.allclose(got, expected, atol=1e-3, rtol=1e-3) else 'MISMATCH'})")
+    status = 0 if torch.allclose(got, expected, atol=1e-3, rtol=1e-3) else 1
     if not args.no_reference:
         ref, _, t_ref = _lower(args.layers, use_fastlower=False)
         out(f"reference to_backend: {t_ref:.2f} s  ->  speed-up {t_ref / t_ours:.1f}x")
