@@ -12,8 +12,9 @@ import fastlower
 
 SRC = pathlib.Path(fastlower.__file__).parent
 # The demo and the bundled examples run the reference on purpose, to compare
-# against it; they are tools around the lowering, not part of it.
-COMPARISON_TOOLS = {"demo.py", "examples"}
+# against it; they are tools around the lowering, not part of it. So does the
+# pytest plugin's ``check_reference=True`` (outside the timed lowering).
+COMPARISON_TOOLS = {"demo.py", "examples", "pytest_plugin.py"}
 
 # (module, attribute) pairs fastlower may never use
 FORBIDDEN = [

@@ -14,6 +14,7 @@ from executorch.exir.dialects._ops import ops as exir_ops
 from executorch.exir.error import InternalError
 
 import fastlower
+import fastlower.state
 from fastlower.edits import find_edits
 from tests.models import (
     _FnPartitioner, _bad, _edit_add_alpha, _spec, _tag_first_add, build_edited_cat_dim,

@@ -1,20 +1,55 @@
-"""fastlower: a natively accelerated drop-in for ExecuTorch's ``to_backend``."""
+"""fastlower: a natively accelerated drop-in for ExecuTorch's ``to_backend``.
 
-from .api import to_backend
-from .errors import (
-    BackendNotFoundError, CyclicPartitionError, FastlowerError, GraphModifiedError,
-    MethodWithoutProgramError, MissingPartitionTagsError, PartitionContractError,
-    PartitionerEditError, SharedConstantError, TaggedOutputError,
-    TaggedUserInputError, UnknownTagError,
-)
-from .report import LoweringReport, last_report
-from .spec import MethodProgramsPartitionerSpec
-from .state import disable_validation, strict_partitioners, strict_tags, validation_disabled
+The public names below are imported on first use (PEP 562), so importing a
+light submodule (``fastlower.cli`` for ``--help``, ``fastlower.pytest_plugin``,
+which pytest loads in every run of an environment that has fastlower) does not
+import torch and ExecuTorch.
+"""
 
-__all__ = [
-    "to_backend", "validation_disabled", "disable_validation", "strict_tags", "strict_partitioners", "MethodProgramsPartitionerSpec",
-    "LoweringReport", "last_report", "FastlowerError", "PartitionContractError",
-    "BackendNotFoundError", "CyclicPartitionError", "GraphModifiedError",
-    "MissingPartitionTagsError", "SharedConstantError", "TaggedOutputError",
-    "TaggedUserInputError", "UnknownTagError", "MethodWithoutProgramError", "PartitionerEditError",
-]
+from importlib import import_module
+from typing import TYPE_CHECKING, Any
+
+_EXPORTS = {
+    "to_backend": "api", "lower_with_report": "api",
+    "FastlowerError": "errors", "PartitionContractError": "errors",
+    "BackendNotFoundError": "errors", "CyclicPartitionError": "errors",
+    "GraphModifiedError": "errors", "MissingPartitionTagsError": "errors",
+    "SharedConstantError": "errors", "TaggedOutputError": "errors",
+    "TaggedUserInputError": "errors", "UnknownTagError": "errors",
+    "MethodWithoutProgramError": "errors", "PartitionerEditError": "errors",
+    "LoweringReport": "report", "build_report": "report", "last_report": "report",
+    "report_for": "report",
+    "MethodProgramsPartitionerSpec": "spec",
+    "disable_validation": "state", "strict_partitioners": "state", "strict_tags": "state",
+    "validation_disabled": "state",
+}
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'fastlower' has no attribute {name!r}")
+    value = getattr(import_module(f".{module}", __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__():
+    return sorted(set(globals()) | set(_EXPORTS))
+
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .api import lower_with_report, to_backend  # noqa: F401
+    from .errors import (  # noqa: F401
+        BackendNotFoundError, CyclicPartitionError, FastlowerError, GraphModifiedError,
+        MethodWithoutProgramError, MissingPartitionTagsError, PartitionContractError,
+        PartitionerEditError, SharedConstantError, TaggedOutputError, TaggedUserInputError,
+        UnknownTagError,
+    )
+    from .report import LoweringReport, build_report, last_report, report_for  # noqa: F401
+    from .spec import MethodProgramsPartitionerSpec  # noqa: F401
+    from .state import (  # noqa: F401
+        disable_validation, strict_partitioners, strict_tags, validation_disabled,
+    )

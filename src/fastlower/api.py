@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from functools import singledispatch
-from typing import Dict, List
+from typing import Any, Dict, List, Tuple
 
 from executorch.exir.backend.backend_api import MethodProgramsPartitionerSpec as _RefSpec
 from executorch.exir.backend.compile_spec_schema import CompileSpec
@@ -13,6 +13,7 @@ from torch.export import ExportedProgram
 
 from .backends import lower_one
 from .lowering import lower_methods, lower_program
+from .report import LoweringReport, last_report
 from .spec import MethodProgramsPartitionerSpec
 
 
@@ -47,3 +48,15 @@ def _lower_spec(spec) -> Dict[str, ExportedProgram]:
 
 to_backend.register(MethodProgramsPartitionerSpec, _lower_spec)
 to_backend.register(_RefSpec, _lower_spec)
+
+
+def lower_with_report(*args: Any) -> Tuple[Any, LoweringReport]:
+    """``to_backend(*args)`` and the report of that very call, as ``(result, report)``.
+
+    Not for the ``to_backend(backend_id, program, compile_specs)`` overload, which
+    makes no report.
+    """
+    if args and isinstance(args[0], str):
+        raise TypeError("lower_with_report() takes the partitioner overloads of to_backend")
+    result = to_backend(*args)
+    return result, last_report()

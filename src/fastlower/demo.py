@@ -14,6 +14,8 @@ import logging
 import time
 import warnings
 
+from .console import out
+
 
 def _lower(n_layers: int, use_fastlower: bool):
     from executorch.backends.xnnpack.partition.xnnpack_partitioner import XnnpackPartitioner
@@ -53,31 +55,31 @@ def main(argv=None) -> int:
     from .plan import backend_module
     from .report import last_report
 
-    print(f"fastlower demo: {args.layers}-layer Llama-style decoder, XNNPACK "
-          f"(planner: {'C++ core' if backend_module() is not None else 'Python twin'})")
+    out(f"fastlower demo: {args.layers}-layer Llama-style decoder, XNNPACK "
+        f"(planner: {'C++ core' if backend_module() is not None else 'Python twin'})")
     # XNNPACK's first lowering in a process pays a few seconds of one-off set-up
     # (pattern graphs); pay it outside both timings
     _lower(1, use_fastlower=True)
     _lower(1, use_fastlower=False)
     ours, inputs, t_ours = _lower(args.layers, use_fastlower=True)
     report = last_report()
-    print(report.format())
-    print(f"fastlower to_backend: {t_ours:.2f} s")
+    out(report.format())
+    out(f"fastlower to_backend: {t_ours:.2f} s")
     # to_executorch() rewrites the edge program in place: compare before it
     our_code = ours.exported_program().graph_module.code
     pte = ours.to_executorch().buffer
-    out = _run(pte, inputs)[0]
+    got = _run(pte, inputs)[0]
     expected = eager_reference(args.layers, inputs)
-    err = (out - expected).abs().max().item()
-    print(f"runtime vs eager: max abs error {err:.2e} "
-          f"({'ok' if torch.allclose(out, expected, atol=1e-3, rtol=1e-3) else 'MISMATCH'})")
-    status = 0 if torch.allclose(out, expected, atol=1e-3, rtol=1e-3) else 1
+    err = (got - expected).abs().max().item()
+    out(f"runtime vs eager: max abs error {err:.2e} "
+        f"({'ok' if torch.allclose(got, expected, atol=1e-3, rtol=1e-3) else 'MISMATCH'})")
+    status = 0 if torch.allclose(got, expected, atol=1e-3, rtol=1e-3) else 1
     if not args.no_reference:
         ref, _, t_ref = _lower(args.layers, use_fastlower=False)
-        print(f"reference to_backend: {t_ref:.2f} s  ->  speed-up {t_ref / t_ours:.1f}x")
+        out(f"reference to_backend: {t_ref:.2f} s  ->  speed-up {t_ref / t_ours:.1f}x")
         same_code = ref.exported_program().graph_module.code == our_code
         same_pte = ref.to_executorch().buffer == pte
-        print(f"same graph as the reference: {same_code}; same .pte bytes: {same_pte}")
+        out(f"same graph as the reference: {same_code}; same .pte bytes: {same_pte}")
         status |= 0 if (same_code and same_pte) else 1
     return status
 

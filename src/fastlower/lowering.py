@@ -184,7 +184,7 @@ def _lower_single(lowering: MethodLowering, report: LoweringReport) -> None:
     for part in lowering.partitions:
         spec = _spec(lowering, part)
         part.lowered = lower_one(spec.backend_id, part.program, spec.compile_specs,
-                                 report.external_time("backend"))
+                                 report.preprocess_time([part]))
 
 
 def _lower_multi(lowerings: List[MethodLowering], report: LoweringReport) -> None:
@@ -209,7 +209,7 @@ def _lower_multi(lowerings: List[MethodLowering], report: LoweringReport) -> Non
                  for m, parts in per_method.items()}
         programs = {m: [copy_for_backend(cls, p.program, s) for p, s in zip(parts, specs[m])]
                     for m, parts in per_method.items()}
-        with report.external_time("backend"):
+        with report.preprocess_time([p for parts in per_method.values() for p in parts]):
             results = cls.preprocess_multimethod(programs, specs)
         for m, method_results in results.items():
             for part, result, compile_specs in zip(per_method[m], method_results, specs[m]):
@@ -348,5 +348,5 @@ def lower_methods(programs: Mapping[str, ExportedProgram],
     report.mark("preprocess")
     done = {lowering.name: _finish(lowering, single=False) for lowering in lowerings}
     result = {name: done.get(name, programs[name]) for name in programs}
-    report.finish(None, lowerings)
+    report.finish(result, lowerings)
     return result

@@ -15,9 +15,10 @@ from .api import to_backend
 _NAMES = ("to_backend", "validation_disabled", "disable_validation")
 
 
-def _bindings() -> List[Tuple[object, str, object]]:
+def _bindings(to_backend_impl=None) -> List[Tuple[object, str, object]]:
     ref = {name: getattr(backend_api, name) for name in _NAMES}
-    ours = {"to_backend": to_backend, "validation_disabled": state.validation_disabled,
+    ours = {"to_backend": to_backend_impl or to_backend,
+            "validation_disabled": state.validation_disabled,
             "disable_validation": state.disable_validation}
     found = []
     for module in list(sys.modules.values()):
@@ -33,9 +34,10 @@ def _bindings() -> List[Tuple[object, str, object]]:
 
 
 @contextmanager
-def installed() -> Generator[None, None, None]:
-    """Within the block every imported binding of the reference's ``to_backend`` is fastlower's."""
-    swaps = _bindings()
+def installed(to_backend_impl=None) -> Generator[None, None, None]:
+    """Within the block every imported binding of the reference's ``to_backend`` is fastlower's
+    (or ``to_backend_impl``, e.g. the partitioner-only preview of ``fastlower.report.preview``)."""
+    swaps = _bindings(to_backend_impl)
     saved = [(m, n, m.__dict__[n]) for m, n, _ in swaps]
     try:
         for module, name, value in swaps:

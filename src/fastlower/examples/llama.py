@@ -270,7 +270,7 @@ if __name__ == "__main__":  # pragma: no cover
 
     for n in [int(a) for a in sys.argv[1:]] or [1, 4, 8]:
         nodes, parts, te, tl = _stats(n)
-        print(
+        sys.stdout.write(
             f"n_layers={n}: edge nodes={nodes} xnnpack partitions={parts} "
-            f"export={te:.2f}s to_backend={tl:.2f}s"
+            f"export={te:.2f}s to_backend={tl:.2f}s\n"
         )

@@ -1,0 +1,120 @@
+"""The report as JSON: a versioned document described by ``schema.json`` beside this file.
+
+``schema_version`` is an integer. It goes up by one when a field is removed,
+renamed or changes meaning; new optional fields do not change it. Readers
+should check it. Version 1 has these top-level fields (``schema.json`` is the
+exact JSON Schema, draft 2020-12):
+
+=================  ==============================================================
+field              meaning
+=================  ==============================================================
+schema_version     1
+generator          ``"fastlower <version>"``
+preview            true when only the partitioner ran (``fastlower report``)
+methods            method names, in lowering order
+coverage           overall: delegated/total ``call_function`` nodes and unique
+                   operators (an operator counts as delegated when any of its
+                   nodes is), with ``node_share``/``op_share`` in [0, 1]
+coverage_by_backend  the same per backend id (that backend's nodes and operators
+                   over all nodes and operators)
+partitions         one object per partition: tag, backend, method, graph,
+                   node_count, ops {op: count}, inputs, outputs, constant_bytes,
+                   processed_bytes (null in a preview), preprocess_seconds,
+                   cache_hit (null when no cache took part)
+operators          per operator: delegated, not_delegated, by_backend {id: count}
+not_delegated      every node left out: name, op, method, graph,
+                   adjacent_partitions (partition keys ``method/graph/tag``)
+nodes              every ``call_function`` node in topological order (bodies of
+                   control-flow nodes right after them): index, name, op, shape,
+                   method, graph, partition (tag or null), backend (or null)
+timing             seconds: total, phases {name: s}, external {partitioner,
+                   backend}, own (the lowering machinery's share)
+=================  ==============================================================
+
+``graph`` is ``""`` for a method's top-level graph and the attribute path of a
+control-flow body otherwise (``"true_graph_0"``, ``"body_graph_0/true_graph_0"``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any, Dict
+
+from .model import LoweringReport
+
+SCHEMA_VERSION = 1
+SCHEMA_PATH = Path(__file__).with_name("schema.json")
+
+
+def _generator() -> str:
+    try:
+        from importlib.metadata import version
+
+        return f"fastlower {version('fastlower')}"
+    except Exception:  # running from a source tree without metadata
+        return "fastlower"
+
+
+def _coverage(cov) -> Dict[str, Any]:
+    return {"delegated_nodes": cov.delegated_nodes, "total_nodes": cov.total_nodes,
+            "node_share": cov.node_share, "delegated_ops": cov.delegated_ops,
+            "total_ops": cov.total_ops, "op_share": cov.op_share}
+
+
+def to_dict(report: LoweringReport) -> Dict[str, Any]:
+    """The report as a JSON-ready dict of schema version ``SCHEMA_VERSION``."""
+    partitions = []
+    for part in report.partition_records:
+        entry = asdict(part)
+        entry["key"] = part.key
+        partitions.append(entry)
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "generator": _generator(),
+        "preview": report.preview,
+        "methods": list(report.methods),
+        "coverage": _coverage(report.coverage),
+        "coverage_by_backend": {b: _coverage(c) for b, c in report.coverage_by_backend().items()},
+        "partitions": partitions,
+        "operators": [asdict(o) for o in report.operators],
+        "not_delegated": [asdict(n) for n in report.not_delegated],
+        "nodes": [asdict(n) for n in report.nodes],
+        "timing": {"total": report.seconds, "phases": dict(report.phases),
+                   "external": dict(report.external), "own": report.own_seconds},
+    }
+
+
+def dumps(report: LoweringReport, indent: int = 1) -> str:
+    """The JSON text of ``to_dict(report)``."""
+    return json.dumps(to_dict(report), indent=indent)
+
+
+def write_atomic(path: os.PathLike, data: bytes) -> None:
+    """Write ``data`` to ``path`` through a temporary file in the same folder and
+    ``os.replace``: readers see the old file or the whole new one, never a part."""
+    path = Path(path)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent or ".")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except FileNotFoundError:
+            pass
+        raise
+
+
+def write(report: LoweringReport, path: os.PathLike) -> None:
+    """Write the report's JSON document to ``path`` (atomically)."""
+    write_atomic(path, dumps(report).encode())
+
+
+def schema() -> Dict[str, Any]:
+    """The JSON Schema of the document ``to_dict`` produces."""
+    return json.loads(SCHEMA_PATH.read_text())

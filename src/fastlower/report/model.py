@@ -1,0 +1,224 @@
+"""The delegation report's data: plain dataclasses, filled by ``collect`` and read by the
+JSON, text and HTML writers.
+
+A *node* here is a ``call_function`` node of the program handed to the
+partitioner (the nodes a backend can take), in topological order, control-flow
+bodies (``cond``/``map``/``scan``) right after the node that calls them.
+"""
+
+from __future__ import annotations
+
+import time
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Dict, Iterable, Iterator, List, Optional
+
+#: ``graph`` of a node of the method's top-level graph (bodies are ``"<top>/<attr>"``)
+TOP = ""
+
+
+@dataclass
+class NodeRecord:
+    """One ``call_function`` node, where it went, and what it computes."""
+
+    index: int  # position in the report's topological order
+    name: str
+    op: str  # e.g. "aten.add.Tensor"
+    shape: str  # e.g. "f32[1, 8, 64]", "" when the node has no tensor value
+    graph: str  # "" for the top-level graph, else the body's path ("forward/true_graph_0")
+    method: str = "forward"
+    partition: Optional[str] = None  # the delegation tag, None when not delegated
+    backend: Optional[str] = None
+
+
+@dataclass
+class PartitionRecord:
+    """One partition (one delegate) of one graph."""
+
+    tag: str
+    backend: str
+    method: str = "forward"
+    graph: str = TOP
+    node_count: int = 0
+    ops: Dict[str, int] = field(default_factory=dict)  # op -> count
+    inputs: List[str] = field(default_factory=list)  # outside nodes the partition reads
+    outputs: List[str] = field(default_factory=list)  # its nodes read outside it
+    constant_bytes: int = 0  # bytes of the parameters, buffers and constants it owns
+    processed_bytes: Optional[int] = None  # size of the backend's blob; None in a preview
+    preprocess_seconds: float = 0.0  # time in the backend's preprocess for this partition
+    # set by the preprocess cache; None while no cache took part
+    cache_hit: Optional[bool] = None
+
+    @property
+    def key(self) -> str:
+        """Unique within a report: method, graph and tag."""
+        return "/".join(p for p in (self.method, self.graph, self.tag) if p)
+
+
+@dataclass
+class OperatorRecord:
+    """How many nodes of one operator were delegated, to which backend, and how many not."""
+
+    op: str
+    delegated: int = 0
+    not_delegated: int = 0
+    by_backend: Dict[str, int] = field(default_factory=dict)
+
+
+@dataclass
+class UndelegatedNode:
+    """A node left out of every partition, and the partitions next to it."""
+
+    name: str
+    op: str
+    graph: str = TOP
+    method: str = "forward"
+    adjacent_partitions: List[str] = field(default_factory=list)  # keys of PartitionRecords
+
+
+@dataclass
+class Coverage:
+    """Delegated over all ``call_function`` nodes and over all unique operators."""
+
+    delegated_nodes: int = 0
+    total_nodes: int = 0
+    delegated_ops: int = 0
+    total_ops: int = 0
+
+    @property
+    def node_share(self) -> float:
+        return self.delegated_nodes / self.total_nodes if self.total_nodes else 0.0
+
+    @property
+    def op_share(self) -> float:
+        return self.delegated_ops / self.total_ops if self.total_ops else 0.0
+
+
+@dataclass
+class LoweringReport:
+    """What one lowering delegated, what it left out, and where the time went.
+
+    The first fields are the original report's (``partitions`` is a count per
+    backend); the ``*_records``, ``operators``, ``not_delegated`` and ``nodes``
+    fields are the full picture (see ``fastlower.report``).
+    """
+
+    started: float = 0.0
+    phases: Dict[str, float] = field(default_factory=dict)
+    partitions: Dict[str, int] = field(default_factory=dict)  # backend id -> count
+    delegated_nodes: int = 0
+    total_nodes: int = 0
+    seconds: float = 0.0
+    # time inside the phases spent in code fastlower calls but does not own
+    # ("partitioner": the partitioner's __call__, "backend": preprocess or
+    # preprocess_multimethod)
+    external: Dict[str, float] = field(default_factory=dict)
+    preview: bool = False  # True: partitioner only, no backend ran (``build_report``)
+    methods: List[str] = field(default_factory=list)
+    nodes: List[NodeRecord] = field(default_factory=list)
+    partition_records: List[PartitionRecord] = field(default_factory=list)
+    operators: List[OperatorRecord] = field(default_factory=list)
+    not_delegated: List[UndelegatedNode] = field(default_factory=list)
+    # per partition object id, filled while lowering, read by ``finish``
+    _preprocess_seconds: Dict[int, float] = field(default_factory=dict, repr=False)
+    _cache_hits: Dict[int, bool] = field(default_factory=dict, repr=False)
+
+    @classmethod
+    def start(cls) -> "LoweringReport":
+        return cls(started=time.perf_counter())
+
+    def mark(self, phase: str) -> None:
+        now = time.perf_counter()
+        self.phases[phase] = now - self.started - sum(self.phases.values())
+
+    @contextmanager
+    def external_time(self, what: str) -> Iterator[None]:
+        start = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.external[what] = self.external.get(what, 0.0) + time.perf_counter() - start
+
+    @contextmanager
+    def preprocess_time(self, partitions: Iterable[object]) -> Iterator[None]:
+        """Time one backend call that preprocesses ``partitions`` (shared evenly among them)."""
+        parts = list(partitions)
+        start = time.perf_counter()
+        try:
+            with self.external_time("backend"):
+                yield
+        finally:
+            share = (time.perf_counter() - start) / max(len(parts), 1)
+            for part in parts:
+                self._preprocess_seconds[id(part)] = self._preprocess_seconds.get(id(part), 0) + share
+
+    def note_cache(self, partition: object, hit: bool) -> None:
+        """Record whether ``partition``'s preprocess result came from the cache."""
+        self._cache_hits[id(partition)] = hit
+
+    @property
+    def own_seconds(self) -> float:
+        """The lowering machinery's time: the total minus partitioner and backend time."""
+        return self.seconds - sum(self.external.values())
+
+    def finish(self, program, lowerings) -> None:
+        """Close the timing, collect the records from ``lowerings`` and publish the report.
+
+        ``program`` is the lowering's result (an ``ExportedProgram`` or a dict of
+        them), registered so ``fastlower.report_for(program)`` finds this report.
+        """
+        from . import collect, registry
+
+        self.mark("apply")
+        self.seconds = sum(self.phases.values())  # the phases cover the whole call
+        collect.from_lowerings(self, lowerings)
+        self._preprocess_seconds.clear()
+        self._cache_hits.clear()
+        registry.publish(self, program)
+
+    @property
+    def delegated_share(self) -> float:
+        return self.delegated_nodes / self.total_nodes if self.total_nodes else 0.0
+
+    @property
+    def coverage(self) -> Coverage:
+        """Coverage over every node of every method (control-flow bodies included)."""
+        return _coverage(self.nodes, None)
+
+    def coverage_by_backend(self) -> Dict[str, Coverage]:
+        """Per backend: its nodes and its unique operators over all nodes and operators."""
+        backends = sorted({n.backend for n in self.nodes if n.backend is not None})
+        return {b: _coverage(self.nodes, b) for b in backends}
+
+    def format(self) -> str:
+        """A short plain summary (the original report's four lines)."""
+        parts = ", ".join(f"{b}: {n}" for b, n in self.partitions.items()) or "none"
+        phases = ", ".join(f"{k} {v:.3f}s" for k, v in self.phases.items())
+        external = "".join(f", {k} {v:.3f}s" for k, v in self.external.items())
+        return (f"partitions: {parts}\n"
+                f"delegated call_function nodes: {self.delegated_nodes}/{self.total_nodes} "
+                f"({100 * self.delegated_share:.1f}%)\n"
+                f"fastlower time: {self.seconds:.3f}s ({phases})\n"
+                f"  of which: lowering machinery {self.own_seconds:.3f}s{external}")
+
+    def summary(self) -> str:
+        """Tables for a log or a terminal (see ``fastlower.report.text``)."""
+        from .text import summary
+
+        return summary(self)
+
+    def to_dict(self) -> dict:
+        """The JSON document (see ``fastlower.report.json`` for the schema)."""
+        from .json import to_dict
+
+        return to_dict(self)
+
+
+def _coverage(nodes: List[NodeRecord], backend: Optional[str]) -> Coverage:
+    all_ops = {n.op for n in nodes}
+    if backend is None:
+        taken = [n for n in nodes if n.partition is not None]
+    else:
+        taken = [n for n in nodes if n.backend == backend]
+    return Coverage(delegated_nodes=len(taken), total_nodes=len(nodes),
+                    delegated_ops=len({n.op for n in taken}), total_ops=len(all_ops))

@@ -1,0 +1,182 @@
+"""``fastlower lower | report | cache`` and every bad-input path (exit 2, one line on
+stderr, no traceback unless ``--debug``)."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import diskcache
+import jsonschema
+import pytest
+import torch
+
+from fastlower import cli
+from fastlower.report import json as report_json
+
+TOY = "tests.report.toy:AddMulPartitioner"
+
+
+class SmallNet(torch.nn.Module):
+    """Exported in the test (not bundled): linear, relu, linear, gelu, cumsum."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        torch.manual_seed(0)
+        self.l1, self.l2 = torch.nn.Linear(16, 32), torch.nn.Linear(32, 8)
+
+    def forward(self, x):
+        return torch.nn.functional.gelu(self.l2(torch.relu(self.l1(x)))).cumsum(-1) + 1.0
+
+
+@pytest.fixture(scope="module")
+def files(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("cli")
+    small = folder / "small.pt2"
+    torch.export.save(torch.export.export(SmallNet().eval(), (torch.randn(4, 16),)), small)
+    from fastlower.examples.llama import export_aten
+
+    _, aten, _ = export_aten(1)
+    llama = folder / "llama1.pt2"
+    torch.export.save(aten, llama)
+    junk = folder / "junk.pt2"
+    junk.write_bytes(b"this is not a zip archive")
+    return {"small": small, "llama": llama, "junk": junk, "folder": folder}
+
+
+@pytest.fixture
+def preprocess_env(monkeypatch, tmp_path):
+    """The CLI sets these; monkeypatch restores them after the test."""
+    for name in (cli.ENV_WORKERS, cli.ENV_NO_CACHE):
+        monkeypatch.setenv(name, "unset-by-test")
+        monkeypatch.delenv(name)
+    monkeypatch.setenv(cli.ENV_CACHE_DIR, str(tmp_path / "cache"))
+    return tmp_path / "cache"
+
+
+def _run(capsys, *argv):
+    code = cli.main([str(a) for a in argv])
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+def test_lower_with_xnnpack_writes_the_pte_reports_and_checks_it(files, tmp_path, capsys,
+                                                                  preprocess_env):
+    pte, page, doc = tmp_path / "small.pte", tmp_path / "r.html", tmp_path / "r.json"
+    code, out, err = _run(capsys, "lower", files["small"], "-o", pte, "--check", "--workers", 2,
+                          "--report-html", page, "--report-json", doc)
+    assert code == 0, err
+    assert pte.read_bytes()[4:8] == b"ET12"  # an ExecuTorch flatbuffer
+    assert f"wrote {pte}" in out and "XnnpackBackend" in out
+    assert "check: ok, 1 output(s) match the exported program" in out
+    report = json.loads(doc.read_text())
+    jsonschema.validate(report, report_json.schema())
+    assert report["partitions"] and report["partitions"][0]["processed_bytes"] > 0
+    assert not report["preview"] and report["coverage"]["delegated_nodes"] > 0
+    assert "aten.cumsum" in {n["op"] for n in report["not_delegated"]}
+    assert "<html" in page.read_text()
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []  # no temp left
+    # --workers and the cache reach the parallel preprocess through the environment
+    assert os.environ[cli.ENV_WORKERS] == "2"
+    assert os.environ[cli.ENV_CACHE_DIR] == str(preprocess_env)
+
+
+def test_lower_with_a_partitioner_class_and_no_cache(files, tmp_path, capsys, preprocess_env):
+    pte = tmp_path / "small.pte"
+    code, out, err = _run(capsys, "lower", files["small"], "-o", pte, "--partitioner", TOY,
+                          "--no-cache")
+    assert code == 0, err
+    assert "FastlowerToyBackend" in out and pte.stat().st_size > 0
+    assert cli.ENV_CACHE_DIR not in os.environ and os.environ[cli.ENV_NO_CACHE] == "1"
+
+
+def test_a_failed_lowering_leaves_no_file_behind(files, tmp_path, capsys, preprocess_env):
+    pte = tmp_path / "small.pte"
+    pte.write_bytes(b"previous")
+    code, out, err = _run(capsys, "lower", files["small"], "-o", pte, "--partitioner",
+                          "tests.report.toy:TagsOutputPartitioner")
+    assert code == 1
+    assert err.startswith("fastlower lower: lowering failed: ") and err.count("\n") == 1
+    assert "Traceback" not in err
+    assert pte.read_bytes() == b"previous" and sorted(tmp_path.iterdir()) == [pte]
+
+
+def test_report_previews_the_bundled_decoder_without_preprocess(files, tmp_path, capsys,
+                                                                monkeypatch):
+    from executorch.backends.xnnpack.xnnpack_preprocess import XnnpackBackend
+
+    def no_preprocess(*args):
+        raise AssertionError("fastlower report ran a backend's preprocess")
+
+    monkeypatch.setattr(XnnpackBackend, "preprocess", staticmethod(no_preprocess))
+    doc, page, overlay = tmp_path / "r.json", tmp_path / "r.html", tmp_path / "me.json"
+    code, out, err = _run(capsys, "report", files["llama"], "--report-json", doc,
+                          "--report-html", page, "--explorer-json", overlay)
+    assert code == 0, err
+    assert out.startswith("delegation preview (partitioner only): forward")
+    report = json.loads(doc.read_text())
+    jsonschema.validate(report, report_json.schema())
+    assert report["preview"] and len(report["partitions"]) == 7  # the llama module's doc: 1 layer, 7
+    assert all(p["processed_bytes"] is None for p in report["partitions"])
+    assert set(json.loads(overlay.read_text())["graph"]["results"]) == {
+        n["name"] for n in report["nodes"]}
+
+
+def test_cache_info_and_clear(capsys, preprocess_env):
+    code, out, _ = _run(capsys, "cache", "info")
+    assert code == 0 and "does not exist yet" in out
+    with diskcache.Cache(str(preprocess_env)) as cache:
+        cache.set("a", b"x" * 1000)
+        cache.set("b", b"y" * 10)
+    code, out, _ = _run(capsys, "cache", "info")
+    assert code == 0 and f"cache: {preprocess_env}\nentries: 2\n" in out
+    code, out, _ = _run(capsys, "cache", "clear")
+    assert code == 0 and "removed 2 entries" in out
+    code, out, _ = _run(capsys, "cache", "info")
+    assert "entries: 0" in out
+
+
+def test_cache_folder_defaults_to_the_user_cache_dir(monkeypatch):
+    import platformdirs
+
+    monkeypatch.delenv(cli.ENV_CACHE_DIR, raising=False)
+    assert cli.default_cache_dir() == platformdirs.user_cache_dir("fastlower")
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["lower", "{folder}/missing.pt2", "-o", "{folder}/x.pte"], "missing.pt2: no such file"),
+    (["lower", "{junk}", "-o", "{folder}/x.pte"], "junk.pt2: not a program saved with torch.export.save"),
+    (["report", "{folder}"], ": not a file"),
+    (["lower", "{small}", "-o", "{folder}/x.pte", "--backend", "qnn"], "unknown backend 'qnn'"),
+    (["report", "{small}", "--partitioner", "no_such_module:Partitioner"],
+     "cannot import no_such_module (ModuleNotFoundError"),
+    (["report", "{small}", "--partitioner", "json:NoSuchClass"], "json has no NoSuchClass"),
+    (["report", "{small}", "--partitioner", "json:JSONDecoder"], "is not an ExecuTorch Partitioner"),
+    (["report", "{small}", "--partitioner", "json"], "expected MODULE:CLASS"),
+    (["lower", "{small}", "-o", "{folder}/no/such/dir/x.pte"], "does not exist"),
+])
+def test_bad_input_is_one_line_and_exit_code_2(files, capsys, argv, message):
+    names = {k: str(v) for k, v in files.items()}
+    code, out, err = _run(capsys, *[a.format(**names) for a in argv])
+    assert code == 2
+    assert err.count("\n") == 1 and message in err and err.startswith(f"fastlower {argv[0]}: error: ")
+    assert "Traceback" not in err and out == ""
+
+
+def test_console_entry_point_and_debug_traceback(tmp_path, files):
+    """``python -m fastlower`` in a fresh process: exit 2, one line on stderr (torch's and
+    ExecuTorch's import-time chatter included); ``--debug`` adds the traceback."""
+    missing = str(tmp_path / "missing.pt2")
+    cmd = [sys.executable, "-m", "fastlower", "lower", missing, "-o", str(tmp_path / "x.pte")]
+    env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[2] / "src")) \
+        if os.environ.get("FASTLOWER_TEST_SRC") == "1" else None
+    plain = subprocess.run(cmd, capture_output=True, text=True, timeout=120, env=env)
+    assert plain.returncode == 2 and plain.stderr == f"fastlower lower: error: {missing}: no such file\n"
+    debug = subprocess.run(cmd[:3] + ["--debug"] + cmd[3:], capture_output=True, text=True,
+                           timeout=120, env=env)
+    assert debug.returncode == 2 and "Traceback" in debug.stderr and "UsageError" in debug.stderr
+    junk = subprocess.run(cmd[:4] + [str(files["junk"])] + cmd[5:], capture_output=True,
+                          text=True, timeout=120, env=env)
+    assert junk.returncode == 2 and junk.stderr.count("\n") == 1, junk.stderr
+    assert junk.stderr.startswith(f"fastlower lower: error: {files['junk']}: not a program")

@@ -1,0 +1,94 @@
+"""fastlower's pytest plugin (``lower_benchmark``) in real pytest runs (``pytester``):
+the entry point loads it, ``extra_info`` gets the report, ``check_reference``
+compares with the reference, and a pytest-benchmark compare run fails on a
+deliberate lowering-time regression."""
+
+import json
+from importlib.metadata import entry_points
+
+import pytest
+
+pytest_plugins = ["pytester"]
+
+USER_TEST = '''
+import os
+import time
+from typing import List, final
+
+import torch
+from executorch.exir import to_edge
+from executorch.exir.backend.backend_details import BackendDetails, PreprocessResult
+from executorch.exir.backend.compile_spec_schema import CompileSpec
+from executorch.exir.backend.partitioner import DelegationSpec, Partitioner, PartitionResult
+from executorch.exir.dialects._ops import ops as exir_ops
+
+
+@final
+class PluginTestBackend(BackendDetails):
+    @staticmethod
+    def preprocess(edge_program, compile_specs: List[CompileSpec]) -> PreprocessResult:
+        return PreprocessResult(processed_bytes=b"plugin-test")
+
+
+class AddPartitioner(Partitioner):
+    """Each add its own partition. PLUGIN_TEST_SLEEP makes it slower (the regression)."""
+
+    def partition(self, program) -> PartitionResult:
+        time.sleep(float(os.environ.get("PLUGIN_TEST_SLEEP", "0")))
+        spec = DelegationSpec(PluginTestBackend.__name__, [])
+        tags = {}
+        for node in program.graph.nodes:
+            if node.op == "call_function" and node.target == exir_ops.edge.aten.add.Tensor:
+                node.meta["delegation_tag"] = tag = f"tag{len(tags)}"
+                tags[tag] = spec
+        return PartitionResult(tagged_exported_program=program, partition_tags=tags)
+
+
+class Model(torch.nn.Module):
+    def forward(self, x):
+        return torch.sin(x + 1.0) + 2.0
+
+
+def test_lowering_time(lower_benchmark):
+    program = to_edge(torch.export.export(Model(), (torch.randn(4),))).exported_program()
+    lowered = lower_benchmark(program, AddPartitioner, check_reference=True)
+    assert lower_benchmark.report.partitions == {"PluginTestBackend": 2}
+    assert "executorch_call_delegate" in lowered.graph_module.code
+'''
+
+
+def test_the_entry_point_names_the_plugin():
+    names = {ep.name: ep.value for ep in entry_points(group="pytest11")}
+    assert names.get("fastlower") == "fastlower.pytest_plugin"
+
+
+def _saved_runs(pytester):
+    return sorted(pytester.path.glob(".benchmarks/*/*.json"))
+
+
+def test_benchmark_records_the_report_and_compare_fails_on_a_regression(pytester, monkeypatch):
+    pytester.makepyfile(test_user_model=USER_TEST)
+    monkeypatch.delenv("PLUGIN_TEST_SLEEP", raising=False)
+    base = pytester.runpytest_subprocess("--benchmark-autosave", "--lower-rounds=5", "-q")
+    base.assert_outcomes(passed=1)
+    [saved] = _saved_runs(pytester)
+    bench = json.loads(saved.read_text())["benchmarks"][0]
+    assert bench["stats"]["rounds"] == 5
+    info = bench["extra_info"]["fastlower"]
+    assert list(info["phases"]) == ["partition+plan", "preprocess", "apply"]
+    assert info["coverage"]["delegated_nodes"] == 2 and info["coverage"]["total_nodes"] == 3
+    assert info["partitions"] == {"PluginTestBackend": 2}
+    assert info["same_as_reference"] is True
+    assert (info["cache_hits"], info["cache_misses"]) == (0, 0)
+
+    # the same lowering, 0.3 s slower in the partitioner: more than 10% on the median
+    monkeypatch.setenv("PLUGIN_TEST_SLEEP", "0.3")
+    slow = pytester.runpytest_subprocess("--benchmark-compare=0001",
+                                         "--benchmark-compare-fail=median:10%",
+                                         "--lower-rounds=3", "-q")
+    assert slow.ret != 0
+    output = slow.stdout.str() + slow.stderr.str()
+    assert "PerformanceRegression: Performance has regressed." in output
+    assert "test_lowering_time (0001_unversi) - Field 'median' has failed " \
+           "PercentageRegressionCheck" in output
+    assert bench["stats"]["median"] < 0.3  # the baseline really was faster
