@@ -1029,6 +1029,12 @@ def build_cond_without_branches() -> Built:
                    _FnPartitioner(_tag_cond_not_its_branches, {"tag0": _spec()}))
 
 
+def _tag_output_with_unknown_tag(ep):
+    """The output node carries a tag partition_tags does not name (fuzz finding F4)."""
+    _tag_first_add(ep)
+    ep.graph.output_node().meta["delegation_tag"] = "t_out"
+
+
 ADDR = r"0xADDR"
 
 ERROR_CASES: Dict[str, ErrorCase] = {
@@ -1299,6 +1305,13 @@ MODEL_CASES: Dict[str, ModelCase] = {
             paths=DM,
         ),
         ModelCase("missing_tag", build_missing_tag, runtime=False, paths=DM),
+        ModelCase(
+            "output_with_unknown_tag",
+            _bad(_tag_output_with_unknown_tag, {"tag0": _spec()}),
+            runtime=False,
+            paths=DM,
+            doc="the output node's stray tag is dropped from the result, as every top-level tag",
+        ),
         ModelCase("split_output_demo", build_split_output, runtime=False, paths=DM),
         ModelCase(
             "edited_add_alpha",

@@ -293,6 +293,8 @@ class GraphBuilder:
         new = g.create_node("output", "output", (result,), name=sim.names[sim.output_node],
                             type_expr=node.type)
         new.meta = copy.copy(node.meta)
+        if not self.plan.is_submodule:  # the reference drops every top-level tag
+            new.meta.pop("delegation_tag", None)
         return new
 
 
