@@ -64,6 +64,8 @@ KNOWN_OPEN_DEFECTS: Dict[str, str] = {
     # found by this fuzz (see /work/notes/fuzz-findings.md), not yet triaged
     "f1": "a partition holding a cond/map node without its branch get_attr nodes: the reference's "
           "verifier raises SpecViolationError, fastlower lowers it (no verifier on partitions)",
+    "f2": "users order of a node feeding both the output and a delegate differs (FX users dict "
+          "only; code, delegates and .pte identical)",
 }
 
 
@@ -221,6 +223,10 @@ def _defect_for_difference(case: Case, ref: Run, got: Run, detail: str) -> Verdi
     if any(s.tag_hop_nodes for s in case.stages) and ref.error is not None \
             and "is missing val field" in str(ref.error):
         candidates.append("f1")
+    diff_lines = [ln for ln in detail.splitlines() if ln.startswith("[")]
+    if detail.startswith("lowering differs") and diff_lines and all(
+            "] users differs" in ln for ln in diff_lines):
+        candidates.append("f2")
     if any(s.backend_mix == ("mutating",) for s in case.stages):
         candidates.append("e")
     if got.edits and any(s.edit in SCALAR_EDITS for s in case.stages):
@@ -236,7 +242,7 @@ def _defect_for_difference(case: Case, ref: Run, got: Run, detail: str) -> Verdi
             and isinstance(ref.error, AssertionError):
         candidates.append("d")
     # the most specific signatures first
-    for letter in sorted(candidates, key=["c", "d", "f1", "e", "b", "a"].index):
+    for letter in sorted(candidates, key=["c", "d", "f1", "f2", "e", "b", "a"].index):
         verdict = _known(letter, detail)
         if verdict is not None:
             return verdict
