@@ -17,15 +17,20 @@ def _quiet_logs():
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus, config):
-    if not oracle.OUTCOME_COUNTS:
+    counts = oracle.outcome_counts()
+    if not counts:
         return
-    rows = [(o.name, o.value, oracle.OUTCOME_COUNTS.get(o, 0)) for o in oracle.Outcome]
-    rows.append(("total", "", sum(oracle.OUTCOME_COUNTS.values())))
+    rows = [(o.name, o.value, counts.get(o, 0)) for o in oracle.Outcome]
+    rows.append(("total", "", sum(counts.values())))
     terminalreporter.write_sep("=", "fastlower differential fuzz: outcomes")
     terminalreporter.write_line(tabulate(rows, headers=("outcome", "meaning", "cases")))
-    if oracle.DEFECT_COUNTS:
+    defects = oracle.defect_counts()
+    if defects:
         terminalreporter.write_line("")
         terminalreporter.write_line(tabulate(
-            [(k, oracle.DEFECT_COUNTS[k], oracle.KNOWN_OPEN_DEFECTS.get(k, "?"))
-             for k in sorted(oracle.DEFECT_COUNTS)],
+            [(k, defects[k], oracle.KNOWN_OPEN_DEFECTS.get(k, "?")) for k in sorted(defects)],
             headers=("known defect", "cases", "what")))
+    if oracle.CHECKS:
+        terminalreporter.write_line("")
+        terminalreporter.write_line(tabulate(sorted(oracle.CHECKS.items()),
+                                             headers=("deeper check", "cases")))

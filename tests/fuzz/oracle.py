@@ -16,6 +16,9 @@ reference mutates its input).  Outcomes (:class:`Outcome`):
   differs").
 * ``SAME_ERROR``: both raise; fastlower's error is an instance of the
   reference's class and contains the reference's message.
+* ``SAME_ERROR_CLASS``: both raise an error of the reference's class, but
+  fastlower's message is its own (e.g. the reference crashes inside torch.fx
+  with a ``RuntimeError`` where fastlower names the broken rule).
 * ``DELIBERATE_LIST_ARG_CONSTANT``: the reference crashes on a constant shared
   through a list argument (pytorch/executorch#22798); fastlower lowers it and
   its result computes what the eager model computes.
@@ -66,21 +69,33 @@ KNOWN_OPEN_DEFECTS: Dict[str, str] = {
           "verifier raises SpecViolationError, fastlower lowers it (no verifier on partitions)",
     "f2": "users order of a node feeding both the output and a delegate differs (FX users dict "
           "only; code, delegates and .pte identical)",
+    "f4": "a node tagged with a tag missing from partition_tags keeps delegation_tag in the "
+          "result's meta; the reference's result drops it",
 }
 
 
 class Outcome(enum.Enum):
     MATCH = "both succeed, identical"
     MATCH_REFERENCE_MUTATED_INPUT = "both succeed, identical; the reference changed its input"
-    SAME_ERROR = "both raise the same class"
+    SAME_ERROR = "both raise the same class, fastlower's message contains the reference's"
+    SAME_ERROR_CLASS = "both raise the same class, the messages differ"
     DELIBERATE_LIST_ARG_CONSTANT = "reference crashes on a list-argument constant (#22798)"
     KNOWN_DEFECT = "known open fastlower defect"
     MISMATCH = "discrepancy"
 
 
-# run totals, printed by tests/fuzz/conftest.py
-OUTCOME_COUNTS: Counter = Counter()
-DEFECT_COUNTS: Counter = Counter()
+# run totals, printed by tests/fuzz/conftest.py; keyed by case seed so that
+# hypothesis re-running a failing example does not count it twice
+RESULTS: Dict[int, "Verdict"] = {}
+CHECKS: Counter = Counter()  # how many cases reached each deeper check
+
+
+def outcome_counts() -> Counter:
+    return Counter(v.outcome for v in RESULTS.values())
+
+
+def defect_counts() -> Counter:
+    return Counter(v.defect for v in RESULTS.values() if v.defect)
 
 
 @dataclass
@@ -227,6 +242,9 @@ def _defect_for_difference(case: Case, ref: Run, got: Run, detail: str) -> Verdi
     if detail.startswith("lowering differs") and diff_lines and all(
             "] users differs" in ln for ln in diff_lines):
         candidates.append("f2")
+    if detail.startswith("lowering differs") and diff_lines and all(
+            "] meta keys differs" in ln for ln in diff_lines) and "'delegation_tag']" in detail:
+        candidates.append("f4")
     if any(s.backend_mix == ("mutating",) for s in case.stages):
         candidates.append("e")
     if got.edits and any(s.edit in SCALAR_EDITS for s in case.stages):
@@ -242,7 +260,7 @@ def _defect_for_difference(case: Case, ref: Run, got: Run, detail: str) -> Verdi
             and isinstance(ref.error, AssertionError):
         candidates.append("d")
     # the most specific signatures first
-    for letter in sorted(candidates, key=["c", "d", "f1", "f2", "e", "b", "a"].index):
+    for letter in sorted(candidates, key=["c", "d", "f1", "f2", "f4", "a", "e", "b"].index):
         verdict = _known(letter, detail)
         if verdict is not None:
             return verdict
@@ -277,8 +295,11 @@ def classify(case: Case, built: BuiltProgram, ref: Run, got: Run,
     if ref.error is not None and got.error is not None:
         rmsg = H.normalize_message(str(ref.error))
         gmsg = H.normalize_message(str(got.error))
-        if isinstance(got.error, type(ref.error)) and rmsg in gmsg:
-            return Verdict(Outcome.SAME_ERROR, f"{type(ref.error).__name__}")
+        if isinstance(got.error, type(ref.error)):
+            if rmsg in gmsg:
+                return Verdict(Outcome.SAME_ERROR, f"{type(ref.error).__name__}")
+            return Verdict(Outcome.SAME_ERROR_CLASS, f"reference {rmsg[:200]!r}; fastlower "
+                                                     f"{type(got.error).__name__}: {gmsg[:200]!r}")
         return _defect_for_difference(
             case, ref, got, f"errors differ: reference {type(ref.error).__name__}: {rmsg[:300]!r}; "
                             f"fastlower {type(got.error).__name__}: {gmsg[:300]!r}")
@@ -287,6 +308,7 @@ def classify(case: Case, built: BuiltProgram, ref: Run, got: Run,
         if (len(case.stages) == 1 and type(ref.error) is RuntimeError
                 and _list_arg_constant_error(str(ref.error), program)):
             wrong = _eager_matches(got.result, built)
+            CHECKS["eager numerics of a #22798 case"] += 1
             if wrong is None:
                 return Verdict(Outcome.DELIBERATE_LIST_ARG_CONSTANT, str(ref.error)[:120])
             return Verdict(Outcome.MISMATCH, f"list-argument constant lowered wrongly: {wrong}")
@@ -330,7 +352,9 @@ def _compare_executorch(case, built, ref: Run, got: Run) -> Optional[Verdict]:
         H.assert_same_executorch(r, g)
     except AssertionError as e:
         return _defect_for_difference(case, ref, got, str(e)[:2000])
+    CHECKS["identical .pte bytes"] += 1
     if runnable:
+        CHECKS["runtime run of XNNPACK-only .pte"] += 1
         try:
             out = H.run_in_runtime(g, [t.clone() for t in built.inputs])
             H.assert_close_outputs(built.expected, out, "runtime")
@@ -352,7 +376,5 @@ def run_case(case_seed: int, built: Optional[BuiltProgram] = None,
         ref = run_impl(H.REFERENCE, built.fresh(), case)
         got = run_impl(fastlower.to_backend, built.fresh(), case)
     verdict = classify(case, built, ref, got, check_pte)
-    OUTCOME_COUNTS[verdict.outcome] += 1
-    if verdict.defect:
-        DEFECT_COUNTS[verdict.defect] += 1
+    RESULTS[case_seed] = verdict
     return case, verdict, built
