@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 
 from tests.fuzz import oracle
 
-DEFAULT_CASES = 240
+DEFAULT_CASES = 208
 SLOW_CASES = 5000
 _ENV_CASES = os.environ.get("FASTLOWER_FUZZ_CASES")
 
