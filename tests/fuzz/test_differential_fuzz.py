@@ -86,3 +86,17 @@ def test_replay() -> None:
     print(f"\n{case.describe(built.recipe)}\noutcome: {verdict.outcome.name} "
           f"{verdict.defect or ''}\n{verdict.detail}")
     assert verdict.outcome is not oracle.Outcome.MISMATCH, verdict.detail
+
+
+def test_known_defect_switch_makes_cases_must_match(monkeypatch) -> None:
+    """Removing a letter from KNOWN_OPEN_DEFECTS stops excusing its cases (seed 39 is a
+    MethodProgramsPartitionerSpec naming a missing method, defect (c) while it is open)."""
+    seed = 39
+    case = oracle.draw_case(seed)
+    assert case.missing_method
+    monkeypatch.setattr(oracle, "KNOWN_OPEN_DEFECTS",
+                        {k: v for k, v in oracle.KNOWN_OPEN_DEFECTS.items() if k != "c"})
+    _, verdict, _ = oracle.run_case(seed)
+    oracle.RESULTS.pop(seed, None)
+    assert verdict.defect != "c"
+    assert verdict.outcome in (oracle.Outcome.SAME_ERROR, oracle.Outcome.MISMATCH)
