@@ -1,0 +1,36 @@
+"""Fuzz suite setup: quiet ExecuTorch/fastlower logs, print the outcome counts at the end."""
+
+import logging
+
+import pytest
+from tabulate import tabulate
+
+from tests.fuzz import oracle
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _quiet_logs():
+    # XnnpackPartitioner and fastlower's undelegated-tag warnings, once per case
+    logging.disable(logging.ERROR)
+    yield
+    logging.disable(logging.NOTSET)
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config):
+    counts = oracle.outcome_counts()
+    if not counts:
+        return
+    rows = [(o.name, o.value, counts.get(o, 0)) for o in oracle.Outcome]
+    rows.append(("total", "", sum(counts.values())))
+    terminalreporter.write_sep("=", "fastlower differential fuzz: outcomes")
+    terminalreporter.write_line(tabulate(rows, headers=("outcome", "meaning", "cases")))
+    defects = oracle.defect_counts()
+    if defects:
+        terminalreporter.write_line("")
+        terminalreporter.write_line(tabulate(
+            [(k, defects[k], oracle.KNOWN_OPEN_DEFECTS.get(k, "?")) for k in sorted(defects)],
+            headers=("known defect", "cases", "what")))
+    if oracle.CHECKS:
+        terminalreporter.write_line("")
+        terminalreporter.write_line(tabulate(sorted(oracle.CHECKS.items()),
+                                             headers=("deeper check", "cases")))
