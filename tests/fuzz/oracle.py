@@ -57,20 +57,11 @@ PATHS = ("direct", "spec", "manager")
 # Open fastlower defects (lead engineer fixing on main).  Remove a letter when
 # its fix is merged: the discrepancies it excused then fail the fuzz.
 KNOWN_OPEN_DEFECTS: Dict[str, str] = {
-    "a": "lowering a program that already holds delegates names new delegates wrongly",
-    "b": "a partitioner's edits of non-node arguments go unseen (no verifier on edited partitions)",
-    "c": "MethodProgramsPartitionerSpec naming a missing method raises PartitionContractError, "
-         "not AssertionError",
-    "d": "non-convex + owned-buffer-update-read raises OwnedBufferUpdateReadError, not "
-         "AssertionError",
-    "e": "a backend mutating weights in place corrupts the caller (storage shared)",
-    # found by this fuzz (see /work/notes/fuzz-findings.md), not yet triaged
-    "f1": "a partition holding a cond/map node without its branch get_attr nodes: the reference's "
-          "verifier raises SpecViolationError, fastlower lowers it (no verifier on partitions)",
+    # fixed on main and removed: a (chained lowering names), b (partitioner edits),
+    # c (missing method's class), d (two rules' order), e (storage safety),
+    # f1 (cond partition without its branches), f4 (stray output tag)
     "f2": "users order of a node feeding both the output and a delegate differs (FX users dict "
           "only; code, delegates and .pte identical)",
-    "f4": "a node tagged with a tag missing from partition_tags keeps delegation_tag in the "
-          "result's meta; the reference's result drops it",
 }
 
 
