@@ -19,6 +19,7 @@ from ._twin.fusion import OP_PLACEHOLDER
 from .apply import GraphBuilder, Partition, SignatureIndex
 from .backends import copy_for_backend, find_backend, lower_one, make_lowered_module
 from .encode import Interner, encode_graph, structure_arrays
+from .partitioners import accelerated as native_partitioners
 from .programs import lazy_module_copy, unvalidated_program
 from .plan import GraphPlan, first_difference, iter_partitions, plan_program
 from .report import LoweringReport
@@ -78,7 +79,8 @@ class MethodLowering:
 def _partition(name: str, program: ExportedProgram, partitioner: Partitioner,
                single: bool, report: LoweringReport) -> MethodLowering:
     fake = make_fake_program(program)
-    with report.external_time("partitioner"):
+    # canonical partitioners propose natively (FASTLOWER_NATIVE_PARTITIONERS=0: off)
+    with report.external_time("partitioner"), native_partitioners():
         result = partitioner(fake)
     tagged = result.tagged_exported_program
     if state.validation_enabled():
