@@ -350,7 +350,8 @@ ProposedPartitions propose_capability_partitions(const PartitionGraph &g, bool a
         if (re_nodes.empty()) break;
         if (round + 1 > n + 1)
             throw PartitionInputError(
-                "getitem reassignment does not converge (a getitem node reads two tuple producers); "
+                "node " + std::to_string(re_nodes[0]) +
+                ": getitem reassignment does not converge (a getitem node reads two tuple producers); "
                 "the reference loops forever on this graph");
         for (I u : re_nodes) {
             I pid = re_target[u];

@@ -191,3 +191,48 @@ def test_core_rejects_malformed_arrays(core, variant):
                 impl.propose_group_partitions(**good, inputs_offsets=[0, 0, 1], inputs=[0],
                                               group_offsets=[0, 1, 2], group_members=[1, 1],
                                               allows_single_node_partition=False)
+
+
+def _oscillating_getitem_graph():
+    """p1 -> u=getitem(p1) -> p2; g = getitem(p1, p2): g's two tuple producers sit in two
+    partitions, so the reference's getitem pass moves g back and forth forever."""
+    graph = Graph()
+    x = graph.placeholder("x")
+    p1 = graph.call_function(torch.ops.aten.split.Tensor, (x, 1))
+    u = graph.call_function(operator.getitem, (p1, 0))
+    p2 = graph.call_function(torch.ops.aten.split.Tensor, (u, 1))
+    g = graph.call_function(operator.getitem, (p1, p2))
+    graph.output(g)
+    return GraphModule(torch.nn.Module(), graph), {p1.name, p2.name, g.name}
+
+
+def test_getitem_pass_that_never_converges_raises():
+    """The reference hangs here (not run); native and twin raise naming a node."""
+    from fastlower import errors
+
+    gm, supported = _oscillating_getitem_graph()
+    part = CapabilityBasedPartitioner(gm, NamesSupport(supported), allows_single_node_partition=True)
+    with fp.accelerated(), pytest.raises(errors.PartitionerGraphError, match="node 'getitem_1'.*converge"):
+        part.propose_partitions()
+    with pytest.raises(ValueError, match="node 4: getitem reassignment does not converge"):
+        _twin_capability(part)
+
+
+def _twin_capability(part):
+    from fastlower._twin import partition as twin
+
+    graph = native._encode(part)
+    return twin.propose_capability_partitions(graph.users_offsets, graph.users, graph.is_getitem,
+                                              graph.supported, graph.compute_weight, True, False)
+
+
+def test_partitioner_built_before_first_use_is_accelerated(spy):
+    """A partitioner constructed outside accelerated() (eager reference viewer) still
+    proposes natively inside it."""
+    case = _case()
+    part = _group(case)
+    with fp.accelerated():
+        got = partitions_key(part.propose_partitions())
+    assert spy["group"] == 1
+    with fp.reference():
+        assert got == partitions_key(part.propose_partitions())

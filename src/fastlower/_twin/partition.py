@@ -257,8 +257,9 @@ def propose_capability_partitions(users_offsets: Sequence[int], users: Sequence[
             break
         rounds += 1
         if rounds > n + 1:
-            raise ValueError("getitem reassignment does not converge (a getitem node reads two "
-                             "tuple producers); the reference loops forever on this graph")
+            raise ValueError(f"node {next(iter(reassignment))}: getitem reassignment does not "
+                             "converge (a getitem node reads two tuple producers); the reference "
+                             "loops forever on this graph")
         for u, pid in reassignment.items():
             if assignment[u] != -1:
                 del parts[assignment[u]][u]

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import logging
+import re
 from typing import Callable, List, Optional
 
 from executorch.exir.backend.canonical_partitioners import group_partitioner as _group_module
@@ -11,6 +12,7 @@ from torch.fx.node import Node
 from torch.fx.passes.infra import partitioner as _capability_module
 from torch.fx.passes.infra.partitioner import CapabilityBasedPartitioner, Partition
 
+from .. import errors
 from .._core_loader import load_core
 from .._twin import partition as _twin
 from .encoding import EncodedGraph, NotEncodable, encode_graph
@@ -69,11 +71,21 @@ def _partitions(graph: EncodedGraph, result) -> List[Partition]:
     return out
 
 
+def _run(graph: EncodedGraph, propose, *args):
+    """Call the core/twin; its ValueError names a node by index: name it by its node name."""
+    try:
+        return propose(*args)
+    except ValueError as exc:
+        found = re.search(r"node (\d+)", str(exc))
+        node = graph.nodes[int(found.group(1))].name if found and int(found.group(1)) < len(graph.nodes) else None
+        raise errors.PartitionerGraphError(str(exc), node) from exc
+
+
 def propose_capability(partitioner: CapabilityBasedPartitioner) -> List[Partition]:
     """What ``CapabilityBasedPartitioner.propose_partitions`` returns, computed natively."""
     graph = _encode(partitioner)
     propose, _ = _algorithms()
-    result = propose(graph.users_offsets, graph.users, graph.is_getitem, graph.supported,
+    result = _run(graph, propose, graph.users_offsets, graph.users, graph.is_getitem, graph.supported,
                      graph.compute_weight, bool(partitioner.allows_single_node_partition),
                      bool(getattr(partitioner, "skip_horizontal_fusion", False)))
     return _partitions(graph, result)
@@ -102,7 +114,7 @@ def propose_group(partitioner) -> List[Partition]:
     graph = _encode(partitioner)
     offsets, members = _group_arrays(partitioner, graph)
     _, propose = _algorithms()
-    result = propose(graph.users_offsets, graph.users, graph.inputs_offsets, graph.inputs,
+    result = _run(graph, propose, graph.users_offsets, graph.users, graph.inputs_offsets, graph.inputs,
                      graph.is_getitem, graph.supported, graph.compute_weight, offsets, members,
                      bool(partitioner.allows_single_node_partition))
     return _partitions(graph, result)

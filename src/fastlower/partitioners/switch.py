@@ -31,6 +31,9 @@ _install_lock = threading.Lock()
 _installed = False
 _reference_capability_propose = CapabilityBasedPartitioner.propose_partitions
 _reference_group_propose = native.GroupBasedPartitioner.propose_partitions
+# the reference's viewer classes (the lazy ones installed later subclass them)
+_REFERENCE_VIEWERS = (native._capability_module._DependencyViewer,
+                      native._group_module._DependencyViewer)
 
 
 def enabled_by_environment() -> bool:
@@ -70,8 +73,7 @@ def _lazy_viewer(reference_class: type) -> type:
 
 def _custom_viewer(partitioner) -> bool:
     viewer = getattr(partitioner, "dependency_viewer", None)
-    return not isinstance(viewer, (native._capability_module._DependencyViewer,
-                                   native._group_module._DependencyViewer))
+    return not isinstance(viewer, _REFERENCE_VIEWERS)
 
 
 def _capability_propose(self) -> List[Partition]:
