@@ -158,7 +158,8 @@ def test_partitioner_summary(request):
                      f"{r['propose_s'] / r['partition_s']:.1%}",
                      ref and f"{ref['rss_mib']:.1f}", f"{r['rss_mib']:.1f}"])
     headers = ["setup", "layers", "nodes", "partitions", "ref partition s", "native partition s",
-               "ratio", "ref propose s", "native propose s", "ratio", "ref propose share",
+               "partition ratio", "ref propose s", "native propose s", "propose ratio",
+               "ref propose share",
                "native propose share", "ref RSS MiB", "native RSS MiB"]
     native_points = sorted((n, r["propose_s"]) for (s, n, i), r in RESULTS.items()
                            if s == "xnnpack" and i == "native")
