@@ -33,6 +33,12 @@ def pytest_addoption(parser):
                     help="subset of cases to run")
     group.addoption("--bench-impls", default="reference,fastlower",
                     help="subset of implementations to run")
+    group.addoption("--partition-layers", default="4,8,32,64",
+                    help="layer counts of the partitioner benchmark (default 4,8,32,64)")
+    group.addoption("--partition-singleop-layers", type=int, default=8,
+                    help="layers of its one-group-per-op case (default 8: 521 groups; 0 = skip)")
+    group.addoption("--partition-json", default=None,
+                    help="where the partitioner benchmark writes its summary")
     group.addoption("--allow-python-twin", action="store_true",
                     help="run even if fastlower's native core did not load (times the "
                          "pure-Python planner twin instead)")

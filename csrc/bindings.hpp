@@ -15,5 +15,6 @@ void register_contract(py::module_ &m);
 void register_identity(py::module_ &m);
 void register_namespace(py::module_ &m);
 void register_fusion(py::module_ &m);
+void register_partition(py::module_ &m);
 
 }  // namespace fastlower

@@ -9,4 +9,5 @@ PYBIND11_MODULE(_core, m) {
     fastlower::register_identity(m);
     fastlower::register_namespace(m);
     fastlower::register_fusion(m);
+    fastlower::register_partition(m);
 }

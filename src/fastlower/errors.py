@@ -149,3 +149,11 @@ class BackendNotFoundError(FastlowerError, NotImplementedError):
 
 class UndelegatedTagWarning(UserWarning):
     """Nodes carry a tag that ``partition_tags`` does not name; they stay undelegated."""
+
+
+class PartitionerGraphError(FastlowerError, ValueError):
+    """A canonical partitioner cannot partition this graph (native partitioners)."""
+
+    def __init__(self, detail: str, node: Optional[str] = None):
+        self.node = node
+        super().__init__(f"node '{node}': {detail}" if node is not None else detail)

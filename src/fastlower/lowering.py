@@ -21,6 +21,7 @@ from .apply import GraphBuilder, Partition, SignatureIndex
 from .backends import copy_for_backend, find_backend, lower_one, make_lowered_module
 from .edits import PartitionerEdits, find_edits
 from .encode import Interner, encode_graph, structure_arrays, taken_lowered_indices
+from .partitioners import accelerated as native_partitioners
 from .programs import lazy_module_copy, unvalidated_program
 from .plan import GraphPlan, first_difference, iter_partitions, plan_program
 from .report import LoweringReport
@@ -93,7 +94,8 @@ class MethodLowering:
 def _partition(name: str, program: ExportedProgram, partitioner: Partitioner,
                single: bool, report: LoweringReport) -> MethodLowering:
     fake = make_fake_program(program)
-    with report.external_time("partitioner"):
+    # canonical partitioners propose natively (FASTLOWER_NATIVE_PARTITIONERS=0: off)
+    with report.external_time("partitioner"), native_partitioners():
         result = partitioner(fake)
     tagged = result.tagged_exported_program
     validating = state.validation_enabled()

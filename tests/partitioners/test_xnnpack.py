@@ -1,0 +1,115 @@
+"""XnnpackPartitioner (GroupBasedPartitioner underneath) with acceleration on: identical
+tags, and identical lowered programs through ``fastlower.to_backend``."""
+
+from __future__ import annotations
+
+import copy
+import logging
+from typing import Dict, List, Tuple
+
+import pytest
+from executorch.backends.xnnpack.partition.xnnpack_partitioner import XnnpackPartitioner
+from executorch.exir.backend.partitioner import Partitioner
+
+import fastlower
+import fastlower.partitioners as fp
+from fastlower.examples.llama import edge_llama
+from fastlower.partitioners import native
+from tests.differential import harness as H
+from tests.models import MODEL_CASES, build_llama_case
+
+
+@pytest.fixture(autouse=True)
+def _quiet():
+    logging.disable(logging.WARNING)  # XnnpackPartitioner warns on every call
+    yield
+    logging.disable(logging.NOTSET)
+
+
+@pytest.fixture
+def native_calls(monkeypatch):
+    calls = []
+    real_cap, real_group = native.propose_capability, native.propose_group
+    monkeypatch.setattr(native, "propose_capability", lambda p: calls.append("capability") or real_cap(p))
+    monkeypatch.setattr(native, "propose_group", lambda p: calls.append("group") or real_group(p))
+    return calls
+
+
+def _tags(result) -> Tuple[List[Tuple[str, object]], List[str]]:
+    program = result.tagged_exported_program
+    return ([(n.name, n.meta.get("delegation_tag")) for n in program.graph.nodes],
+            list(result.partition_tags))
+
+
+def _same_tags(partitioner: Partitioner, program) -> int:
+    """Partition a copy with the reference and another with acceleration on; returns the
+    number of partitions (asserting both agree)."""
+    with fp.reference():
+        expected = _tags(partitioner(copy.deepcopy(program)))
+    with fp.accelerated():
+        got = _tags(partitioner(copy.deepcopy(program)))
+    assert got == expected
+    return len(expected[1])
+
+
+@pytest.mark.parametrize("n_layers", [1, 2, pytest.param(3, marks=pytest.mark.slow)])
+def test_decoder_tags(n_layers, native_calls):
+    program, _ = edge_llama(n_layers)
+    assert _same_tags(XnnpackPartitioner(), program) > n_layers
+    assert native_calls == ["group"]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("n_layers", list(range(4, 12)) + [16, 24, 32, 48, 64])
+def test_decoder_tags_large(n_layers):
+    program, _ = edge_llama(n_layers)
+    assert _same_tags(XnnpackPartitioner(), program) > n_layers
+
+
+# large decoders are covered by the decoder tests above
+_SLOW_MODELS = {"llama4_xnnpack"}
+
+
+def _cases():
+    return [pytest.param(name, marks=[pytest.mark.slow] if case.slow or name in _SLOW_MODELS else [])
+            for name, case in MODEL_CASES.items()]
+
+
+@pytest.mark.parametrize("name", _cases())
+def test_model_tags(name):
+    """Every model of tests/models.py: same tags from each of its partitioners."""
+    built = MODEL_CASES[name].build()
+    partitioners: Dict[str, Partitioner] = H._method_partitioners(built)
+    for method, program in built.epm._edge_programs.items():
+        if method in partitioners:
+            _same_tags(partitioners[method], program)
+
+
+@pytest.mark.parametrize("n_layers", [1, pytest.param(2, marks=pytest.mark.slow)])
+def test_decoder_lowering_identical(n_layers, native_calls):
+    """fastlower.to_backend (acceleration on by default) == the reference's to_backend."""
+    factory = lambda: build_llama_case(n_layers)  # noqa: E731
+    ref = H.lower(H.REFERENCE, factory, "direct")
+    got = H.lower(fastlower.to_backend, factory, "direct")
+    assert native_calls == ["group"]
+    H.assert_same_lowering(ref, got, check_inputs=False)
+    H.assert_same_executorch(H.to_executorch(ref), H.to_executorch(got))
+
+
+def test_environment_switch_off(monkeypatch, native_calls):
+    monkeypatch.setenv(fp.ENV, "0")
+    program, _ = edge_llama(1)
+    fastlower.to_backend(program, XnnpackPartitioner())
+    assert native_calls == []
+
+
+def test_patch_installed_uses_native_partitioners(native_calls):
+    """to_edge_transform_and_lower under fastlower.patch.installed() proposes natively."""
+    from executorch.exir import to_edge_transform_and_lower
+
+    import fastlower.patch
+
+    built = build_llama_case(1)
+    with fastlower.patch.installed():
+        to_edge_transform_and_lower(built.aten, partitioner=[XnnpackPartitioner()])
+    assert native_calls == ["group"]
