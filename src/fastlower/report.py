@@ -24,6 +24,35 @@ class LoweringReport:
     # ("partitioner": the partitioner's __call__, "backend": preprocess or
     # preprocess_multimethod)
     external: Dict[str, float] = field(default_factory=dict)
+    # --- preprocess (fastlower.preprocess, issue 9) -----------------------------------
+    # where preprocess ran ("serial", "fork pool, N workers", "executor <type>");
+    # one record per partition in the reference's order: {tag, backend, method,
+    # preprocess_seconds, cache_hit (None: not cached)}; hits/misses per backend id
+    preprocess_runner: str = ""
+    preprocess_records: List[Dict[str, object]] = field(default_factory=list)
+    cache_hits: Dict[str, int] = field(default_factory=dict)
+    cache_misses: Dict[str, int] = field(default_factory=dict)
+    cache_key_seconds: float = 0.0
+
+    def record_preprocess(self, tag: str, backend: str, method: str, seconds: float,
+                          cache_hit: Optional[bool]) -> None:
+        self.preprocess_records.append({"tag": tag, "backend": backend, "method": method,
+                                        "preprocess_seconds": seconds, "cache_hit": cache_hit})
+        if cache_hit is not None:
+            counts = self.cache_hits if cache_hit else self.cache_misses
+            counts[backend] = counts.get(backend, 0) + 1
+
+    def _format_preprocess(self) -> str:
+        if not self.preprocess_runner:
+            return ""
+        text = f"\npreprocess: {self.preprocess_runner}"
+        backends = list(dict.fromkeys(list(self.cache_hits) + list(self.cache_misses)))
+        if backends:
+            text += "; cache: " + ", ".join(
+                f"{b} {self.cache_hits.get(b, 0)} hits / {self.cache_misses.get(b, 0)} misses"
+                for b in backends) + f" (keys {self.cache_key_seconds:.3f}s)"
+        return text
+    # --- end preprocess -------------------------------------------------------------
 
     @classmethod
     def start(cls) -> "LoweringReport":
@@ -71,7 +100,8 @@ class LoweringReport:
                 f"delegated call_function nodes: {self.delegated_nodes}/{self.total_nodes} "
                 f"({100 * self.delegated_share:.1f}%)\n"
                 f"fastlower time: {self.seconds:.3f}s ({phases})\n"
-                f"  of which: lowering machinery {self.own_seconds:.3f}s{external}")
+                f"  of which: lowering machinery {self.own_seconds:.3f}s{external}"
+                + self._format_preprocess())
 
 
 def last_report() -> Optional[LoweringReport]:
