@@ -9,6 +9,8 @@ the caller next to ordinary ones.
 
 from __future__ import annotations
 
+import copy
+import functools
 import hashlib
 import os
 import signal
@@ -121,8 +123,20 @@ class Blocks(torch.nn.Module):
         return x
 
 
-def edge_blocks(n: int = 4) -> ExportedProgram:
-    """A fresh Edge program of :class:`Blocks` (linear decomposed: permute + addmm)."""
+def edge_blocks(n: int = 4, fresh: bool = False) -> ExportedProgram:
+    """An Edge program of :class:`Blocks` (linear decomposed: permute + addmm), the caller's
+    own: a deep copy of one export per ``n``, or with ``fresh`` a new export."""
+    if fresh:
+        return _export_blocks(n)
+    return copy.deepcopy(_pristine_blocks(n))
+
+
+@functools.lru_cache(maxsize=None)
+def _pristine_blocks(n: int) -> ExportedProgram:
+    return _export_blocks(n)
+
+
+def _export_blocks(n: int) -> ExportedProgram:
     model = Blocks(n)
     aten = torch.export.export(model, (torch.randn(2, 8),))
     config = EdgeCompileConfig(_check_ir_validity=False)
