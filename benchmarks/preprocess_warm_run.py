@@ -33,7 +33,8 @@ def main() -> None:
     report = fastlower.last_report()
     print(json.dumps({"seconds": seconds, "hits": report.cache_hits,
                       "misses": report.cache_misses, "digest": output_digest(lowered),
-                      "key_seconds": report.cache_key_seconds}))
+                      "key_seconds": report.cache_key_seconds,
+                      "phases": report.phases, "external": report.external}))
 
 
 if __name__ == "__main__":

@@ -24,6 +24,7 @@ import hashlib
 import json
 import logging
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -88,6 +89,13 @@ class PeakMemory:
 
 @pytest.fixture(scope="module")
 def cache_root():
+    kept = os.environ.get("FASTLOWER_BENCH_CACHE_DIR")  # keep the caches for a look after
+    if kept:
+        root = Path(kept)
+        shutil.rmtree(root, ignore_errors=True)
+        root.mkdir(parents=True)
+        yield root
+        return
     with tempfile.TemporaryDirectory(prefix="fastlower-bench-cache-") as root:
         yield Path(root)
 
@@ -152,7 +160,8 @@ def test_preprocess_bench(benchmark, layers, config, warmed, pristine, cache_roo
         # the time that counts is the to_backend call inside the new process
         seconds, digest = result["seconds"], result["digest"]
         info.update(hits=result["hits"], misses=result["misses"],
-                    key_seconds=result["key_seconds"])
+                    key_seconds=result["key_seconds"], phases=result["phases"],
+                    external=result["external"])
         assert not result["misses"], result
     else:
         program = copy.deepcopy(pristine(layers))
@@ -181,7 +190,8 @@ def test_preprocess_bench(benchmark, layers, config, warmed, pristine, cache_roo
         if config != "reference":
             report = fastlower.last_report()
             info.update(runner=report.preprocess_runner, key_seconds=report.cache_key_seconds,
-                        preprocess_phase_s=report.phases.get("preprocess"))
+                        preprocess_phase_s=report.phases.get("preprocess"),
+                        phases=report.phases, external=report.external)
     info["seconds"] = seconds
     ref = _RESULTS.get((layers, "reference"))
     if ref is not None and config != "reference":
