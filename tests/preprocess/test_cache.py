@@ -2,8 +2,6 @@
 several processes at once."""
 
 import multiprocessing
-import shutil
-import sys
 import warnings
 from pathlib import Path
 
@@ -14,7 +12,6 @@ from executorch.exir.backend.compile_spec_schema import CompileSpec
 
 import fastlower
 import fastlower.preprocess as pp
-from fastlower.preprocess import cache as cache_mod
 from fastlower.preprocess import keys
 
 from .helpers import LinearPartitioner, PAD, child_processes, edge_blocks, fingerprint
