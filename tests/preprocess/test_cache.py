@@ -224,3 +224,15 @@ def test_size_limit_evicts(tmp_path):
     with diskcache.Cache(str(tmp_path)) as c:
         assert c.volume() <= 6 * PAD  # diskcache culls down to the limit as it writes
         assert len(c) < 6
+
+
+def test_unusable_cache_directory_warns_and_lowers(tmp_path):
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a directory")
+    with pytest.warns(pp.CacheWarning, match="cannot be opened"):
+        lowered, report = _lower(blocker / "cache")
+    assert len(report.preprocess_records) == 4
+    assert all(r["cache_hit"] is None for r in report.preprocess_records)
+    with pp.options(workers=1):
+        assert fingerprint(lowered) == fingerprint(
+            fastlower.to_backend(edge_blocks(4), LinearPartitioner()))

@@ -96,6 +96,7 @@ class PreprocessCache:
         self.store = diskcache.Cache(str(self.directory), size_limit=size_limit,
                                      eviction_policy="least-recently-used")
         self.damaged: List[str] = []
+        self.write_errors: List[str] = []
 
     def get(self, key: str) -> Optional[PreprocessResult]:
         try:
@@ -112,7 +113,11 @@ class PreprocessCache:
             return None
 
     def put(self, key: str, result: PreprocessResult) -> None:
-        self.store.set(key, encode(result), retry=True)
+        """Stores ``result``; a failed write (disk full, read-only) is noted, not raised."""
+        try:
+            self.store.set(key, encode(result), retry=True)
+        except Exception as exc:
+            self.write_errors.append(f"{key[:12]}: {exc!r}")
 
     def _drop(self, key: str, why: str) -> None:
         self.damaged.append(f"{key[:12]}: {why}")

@@ -37,13 +37,25 @@ def _runner_label(runner: str, opts: ResolvedOptions, parallel: int) -> str:
     return "serial"
 
 
+def _open_cache(opts: ResolvedOptions) -> Optional[PreprocessCache]:
+    """The cache, or ``None`` when off or when its directory cannot be used (one warning)."""
+    if opts.cache_dir is None:
+        return None
+    try:
+        return PreprocessCache(opts.cache_dir, opts.cache_size)
+    except Exception as exc:
+        warnings.warn(f"fastlower: preprocess cache {opts.cache_dir} cannot be opened ({exc!r}); "
+                      "lowering without it", CacheWarning, stacklevel=3)
+        return None
+
+
 def preprocess_partitions(jobs: Sequence[PreprocessJob], report) -> List[PreprocessResult]:
     """Each job's ``PreprocessResult``, in the jobs' order (``job.index`` = position)."""
     opts = resolve()
     results: List[Optional[PreprocessResult]] = [None] * len(jobs)
     seconds: List[float] = [0.0] * len(jobs)
     hit: List[Optional[bool]] = [None] * len(jobs)
-    cache = PreprocessCache(opts.cache_dir, opts.cache_size) if opts.cache_dir else None
+    cache = _open_cache(opts)
     keys: Dict[int, str] = {}
     cached: Dict[int, PreprocessResult] = {}
     try:
@@ -100,6 +112,11 @@ def preprocess_partitions(jobs: Sequence[PreprocessJob], report) -> List[Preproc
                     f"{'y' if len(cache.damaged) == 1 else 'ies'} in {opts.cache_dir} treated "
                     f"as misses and dropped ({'; '.join(cache.damaged[:3])})", CacheWarning,
                     stacklevel=2)
+            if cache.write_errors:
+                warnings.warn(
+                    f"fastlower: {len(cache.write_errors)} preprocess result(s) could not be "
+                    f"written to the cache {opts.cache_dir} ({cache.write_errors[0]})",
+                    CacheWarning, stacklevel=2)
             cache.close()
     for job in jobs:
         report.record_preprocess(job.tag, job.backend_id, job.method, seconds[job.index],
