@@ -202,5 +202,18 @@ def assert_unchanged(program: ExportedProgram, before: tuple) -> None:
 
 def child_processes() -> List[psutil.Process]:
     """This process's live descendants (zombies excluded)."""
-    return [p for p in psutil.Process().children(recursive=True)
-            if p.status() != psutil.STATUS_ZOMBIE]
+    found = []
+    for proc in psutil.Process().children(recursive=True):
+        try:
+            if proc.status() != psutil.STATUS_ZOMBIE:
+                found.append(proc)
+        except psutil.NoSuchProcess:
+            continue
+    return found
+
+
+def new_children(before: List[psutil.Process]) -> List[psutil.Process]:
+    """Live descendants that were not in ``before`` (other fixtures' helpers, e.g. a Dask
+    cluster or multiprocessing's resource tracker, may already be running)."""
+    known = {p.pid for p in before}
+    return [p for p in child_processes() if p.pid not in known]

@@ -9,7 +9,9 @@ import pytest
 import fastlower
 import fastlower.preprocess as pp
 
-from .helpers import LinearPartitioner, child_processes, edge_blocks, fingerprint
+from .helpers import (
+    LinearPartitioner, child_processes, edge_blocks, fingerprint, new_children,
+)
 
 
 def _pte(**opts) -> bytes:
@@ -36,10 +38,11 @@ def _serial_pte() -> bytes:
 
 @pytest.mark.parametrize("workers", [2, pytest.param(3, marks=pytest.mark.slow)])
 def test_xnnpack_pte_identical_with_workers(workers):
+    children_before = child_processes()
     serial = _serial_pte()
     assert _pte(workers=workers) == serial
     assert fastlower.last_report().preprocess_runner == f"fork pool, {workers} workers"
-    assert not child_processes()
+    assert not new_children(children_before)
 
 
 @pytest.fixture(scope="module")

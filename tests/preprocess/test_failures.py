@@ -9,7 +9,9 @@ from executorch.exir.backend.compile_spec_schema import CompileSpec
 import fastlower
 import fastlower.preprocess as pp
 
-from .helpers import LinearPartitioner, assert_unchanged, child_processes, edge_blocks, snapshot
+from .helpers import (
+    LinearPartitioner, assert_unchanged, child_processes, edge_blocks, new_children, snapshot,
+)
 
 BACKEND = "PreprocessTestEchoBackend"
 
@@ -20,6 +22,7 @@ def _at(k_bad, key, value=b"1"):
 
 @pytest.mark.parametrize("workers", [1, 2])
 def test_backend_error_keeps_its_class_and_names_the_partition(workers):
+    children_before = child_processes()
     program = edge_blocks(4)
     before = snapshot(program)
     with pp.options(workers=workers), pytest.raises(ValueError) as info:
@@ -31,10 +34,11 @@ def test_backend_error_keeps_its_class_and_names_the_partition(workers):
     assert "'tag2'" in str(err) and BACKEND in str(err)
     assert type(err.__cause__) is ValueError
     assert_unchanged(program, before)
-    assert not child_processes()
+    assert not new_children(children_before)
 
 
 def test_worker_killed_by_a_signal_is_a_typed_error():
+    children_before = child_processes()
     program = edge_blocks(4)
     before = snapshot(program)
     with pp.options(workers=2), pytest.raises(pp.WorkerDiedError) as info:
@@ -45,27 +49,29 @@ def test_worker_killed_by_a_signal_is_a_typed_error():
     assert err.partitions == ["tag1"]
     assert "'tag1'" in str(err) and "SIGKILL" in str(err)
     assert_unchanged(program, before)
-    assert not child_processes()
+    assert not new_children(children_before)
 
 
 def test_ctrl_c_stops_every_worker():
+    children_before = child_processes()
     program = edge_blocks(4)
     before = snapshot(program)
     with pp.options(workers=2), pytest.raises(KeyboardInterrupt):
         fastlower.to_backend(program, LinearPartitioner(
             specs_for=_at(0, "interrupt", str(os.getpid()).encode())))
     assert_unchanged(program, before)
-    assert not child_processes()
+    assert not new_children(children_before)
 
 
 def test_lowering_works_again_after_a_failure():
+    children_before = child_processes()
     with pp.options(workers=2), pytest.raises(pp.WorkerDiedError):
         fastlower.to_backend(edge_blocks(3), LinearPartitioner(
             specs_for=_at(0, "kill", str(os.getpid()).encode())))
     with pp.options(workers=2):
         fastlower.to_backend(edge_blocks(3), LinearPartitioner())
     assert fastlower.last_report().preprocess_runner == "fork pool, 2 workers"
-    assert not child_processes()
+    assert not new_children(children_before)
 
 
 def test_backend_error_subclass_is_reused_and_catchable_as_original():

@@ -10,7 +10,7 @@ import fastlower.preprocess as pp
 from fastlower.spec import MethodProgramsPartitionerSpec
 
 from .helpers import (
-    LinearPartitioner, PreprocessTestMultimethodBackend, child_processes, delegates,
+    LinearPartitioner, PreprocessTestMultimethodBackend, child_processes, new_children, delegates,
     edge_blocks, fingerprint,
 )
 
@@ -27,6 +27,7 @@ def _lower(workers, program=None, **opts):
 
 
 def test_workers_give_the_serial_result():
+    children_before = child_processes()
     serial, report = _lower(1)
     assert report.preprocess_runner == "serial"
     assert len(delegates(serial)) == 4
@@ -37,7 +38,7 @@ def test_workers_give_the_serial_result():
         assert [r["tag"] for r in report.preprocess_records] == [f"tag{k}" for k in range(4)]
         assert all(r["preprocess_seconds"] > 0 and r["cache_hit"] is None
                    for r in report.preprocess_records)
-    assert not child_processes()
+    assert not new_children(children_before)
 
 
 def test_environment_sets_workers(monkeypatch):
