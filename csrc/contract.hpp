@@ -11,12 +11,12 @@ namespace fastlower {
 enum : int64_t { CONTRACT_OK = 0, TAGGED_OUTPUT, TAGGED_USER_INPUT, UNKNOWN_TAG, NO_COPY_SHARED };
 
 // The first broken rule as (code, node, other node), or (OK, -1, -1).  Unknown
-// tags (-2) are a violation only when strict_tags.  Indexing
-// follows Python's (negative indices count from the end); an index out of range
-// throws std::out_of_range.
+// tags (-2) are a violation only when strict_tags.  Malformed arrays (lengths,
+// CSR offsets, user ids, tags below -2) throw std::invalid_argument /
+// std::out_of_range before anything is read (checks.hpp).
 std::tuple<int64_t, int64_t, int64_t> find_contract_violation(
     const std::vector<int64_t> &op, const std::vector<int64_t> &tags, const std::vector<int64_t> &roles,
-    const std::vector<int64_t> &no_copy, const std::vector<int64_t> &users_offsets,
+    const std::vector<uint8_t> &no_copy, const std::vector<int64_t> &users_offsets,
     const std::vector<int64_t> &users_flat, bool strict_tags);
 
 }  // namespace fastlower

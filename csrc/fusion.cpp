@@ -5,6 +5,8 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "checks.hpp"
+
 namespace fastlower {
 
 FusionCore::FusionCore(GraphInput &&g, std::vector<std::string> fused_candidates, bool is_sub,
@@ -133,10 +135,6 @@ void FusionCore::users_of(int32_t x, std::vector<int32_t> &out) const {
     for (int32_t e = u_head_[x]; e != -1; e = edges_[e].next) out.push_back(edges_[e].dst);
 }
 
-void FusionCore::check_node(int64_t i) const {
-    if (i < 0 || static_cast<size_t>(i) >= size()) throw std::out_of_range("list index out of range");
-}
-
 // -- graph primitives ---------------------------------------------------------
 int32_t FusionCore::new_node(int32_t node_op, int32_t node_kind, const std::vector<int32_t> &ins,
                              const NameInfo &name, int32_t node_origin) {
@@ -262,8 +260,11 @@ void FusionCore::erase(int32_t i) {
 }
 
 // -- constant duplication -----------------------------------------------------
-std::vector<int32_t> FusionCore::duplicate_constant(int32_t c) {
-    check_node(c);
+std::vector<int32_t> FusionCore::duplicate_constant(int64_t c_arg) {
+    checks::node_id("duplicate_constant", "c", c_arg, size());
+    const int32_t c = static_cast<int32_t>(c_arg);
+    if (!alive[c] || op[c] != OP_PLACEHOLDER)
+        checks::value_error("duplicate_constant: node " + std::to_string(c) + " is not a live placeholder");
     std::vector<int32_t> us, made;
     users_of(c, us);
     for (size_t ith = 1; ith < us.size(); ++ith) {
@@ -282,8 +283,9 @@ std::vector<int32_t> FusionCore::duplicate_constant(int32_t c) {
     return made;
 }
 
-void FusionCore::retag_constant(int32_t c) {
-    check_node(c);
+void FusionCore::retag_constant(int64_t c_arg) {
+    checks::node_id("retag_constant", "c", c_arg, size());
+    const int32_t c = static_cast<int32_t>(c_arg);
     bool one = false, many = false;
     int64_t t = 0;
     for_users(c, [&](int32_t u) {
@@ -312,9 +314,10 @@ std::vector<int32_t> FusionCore::members(int64_t tag) const {
     return out;
 }
 
-bool FusionCore::find_cycle(const std::vector<int32_t> &members, std::vector<int32_t> &path) {
-    for (int32_t m : members) check_node(m);
-    if (members.empty()) throw std::invalid_argument("max() arg is an empty sequence");
+bool FusionCore::find_cycle(const std::vector<int64_t> &member_ids, std::vector<int32_t> &path) {
+    checks::node_ids("find_cycle", "members", member_ids, size());
+    if (member_ids.empty()) checks::value_error("find_cycle: members is empty");
+    const std::vector<int32_t> members(member_ids.begin(), member_ids.end());
     Marks &inside = mark_a_, &seen = mark_b_;
     inside.begin(size());
     seen.begin(size());
@@ -354,12 +357,32 @@ bool FusionCore::find_cycle(const std::vector<int32_t> &members, std::vector<int
     return false;
 }
 
-int32_t FusionCore::fuse(int64_t tag, const std::vector<int32_t> &members) {
-    for (int32_t m : members) check_node(m);
+void FusionCore::check_fusible(int64_t tag, const std::vector<int64_t> &members) {
+    const int64_t n_tags = static_cast<int64_t>(fused_candidates_.size());
+    if (tag < 0 || tag >= n_tags)
+        checks::index_error("fuse: tag is not a tag id in [0, " + std::to_string(n_tags) + ")");
+    checks::node_ids("fuse", "members", members, size());
+    if (members.empty()) checks::value_error("fuse: members is empty");
+    Marks &inside = mark_a_;
+    inside.begin(size());
+    for (size_t k = 0; k < members.size(); ++k) {
+        const int32_t m = static_cast<int32_t>(members[k]);
+        if (!inside.insert(m)) checks::value_error("fuse: members[" + std::to_string(k) + "] repeats a node");
+        if (!alive[m] || (kind[m] != KIND_ORIGINAL && kind[m] != KIND_CONSTANT_COPY) || op[m] == OP_OUTPUT)
+            checks::value_error("fuse: node " + std::to_string(m) + " is dead, made by the planner or the output node");
+    }
+    for (int64_t m : members)
+        for (int32_t e = u_head_[m]; e != -1; e = edges_[e].next)
+            if (!inside.test(edges_[e].dst)) return;
+    checks::value_error("fuse: no member has a user outside the partition");
+}
+
+int32_t FusionCore::fuse(int64_t tag, const std::vector<int64_t> &member_ids) {
+    check_fusible(tag, member_ids);
+    const std::vector<int32_t> members(member_ids.begin(), member_ids.end());
     Marks &inside = mark_a_, &seen = mark_b_;
     inside.begin(size());
-    for (int32_t m : members)
-        if (!inside.insert(m)) throw std::invalid_argument("duplicate partition member");
+    for (int32_t m : members) inside.insert(m);
     PartitionData plan;
     plan.tag = tag;
     plan.nodes = members;
@@ -374,13 +397,10 @@ int32_t FusionCore::fuse(int64_t tag, const std::vector<int32_t> &members) {
         for (int32_t e = u_head_[m]; e != -1 && !external; e = edges_[e].next) external = !inside.test(edges_[e].dst);
         if (external) plan.outputs.push_back(m);
     }
-    if (plan.outputs.empty()) throw std::invalid_argument("max() arg is an empty sequence");
-    int32_t anchor = plan.outputs[0];
+    int32_t anchor = plan.outputs[0];  // check_fusible: there is an output
     for (int32_t o : plan.outputs)
         if (pos[o] > pos[anchor]) anchor = o;
-    const int64_t n_tags = static_cast<int64_t>(fused_candidates_.size());
-    const int64_t ti = tag < 0 ? tag + n_tags : tag;
-    if (ti < 0 || ti >= n_tags) throw std::out_of_range("list index out of range");
+    const size_t ti = static_cast<size_t>(tag);
 
     const int32_t pid = static_cast<int32_t>(partitions.size());
     NameInfo cm_name = create_name(fused_candidates_[ti]);
@@ -572,8 +592,15 @@ void FusionCore::legalize() {
 }
 
 // -- delegate insertion -------------------------------------------------------
-void FusionCore::insert_delegate(int32_t pid) {
+void FusionCore::insert_delegate(int64_t pid_arg) {
+    const int64_t n_parts = static_cast<int64_t>(partitions.size());
+    if (pid_arg < 0 || pid_arg >= n_parts)
+        checks::index_error("insert_delegate: pid is not a partition id in [0, " + std::to_string(n_parts) + ")");
+    const int32_t pid = static_cast<int32_t>(pid_arg);
+    if (partitions[pid].delegate != -1)
+        checks::value_error("insert_delegate: partition " + std::to_string(pid) + " is already delegated");
     const int32_t cm = partitions[pid].call_module;
+    while (taken_lowered.count(lowered_count)) ++lowered_count;
     const int64_t lowered_index = lowered_count++;
     partitions[pid].lowered_index = lowered_index;
     NameInfo ga_name = create_name("lowered_module_" + std::to_string(lowered_index));

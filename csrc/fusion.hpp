@@ -12,6 +12,7 @@
 #include <functional>
 #include <map>
 #include <stdexcept>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -112,6 +113,9 @@ class FusionCore {
     int32_t output_node;
     std::vector<PartitionData> partitions;
     int64_t lowered_count = 0;
+    // indices i whose lowered_module_{i} the owning module already has (an
+    // earlier lowering's delegates): the reference's get_lowered_module_name skips them
+    std::set<int64_t> taken_lowered;
     std::vector<int32_t> copies;
     std::vector<std::string> copy_fqn;  // parallel to copies
     bool is_submodule;
@@ -132,12 +136,15 @@ class FusionCore {
     std::vector<int32_t> order() const;
     void renumber();
     std::vector<int32_t> members(int64_t tag) const;
-    std::vector<int32_t> duplicate_constant(int32_t c);
-    void retag_constant(int32_t c);
-    bool find_cycle(const std::vector<int32_t> &members, std::vector<int32_t> &path);
-    int32_t fuse(int64_t tag, const std::vector<int32_t> &members);  // returns pid
+    // Each method checks its arguments first (checks.hpp, same messages as the
+    // twin): std::out_of_range for an id out of range, std::invalid_argument for
+    // a node/partition in the wrong state; the simulator is then unchanged.
+    std::vector<int32_t> duplicate_constant(int64_t c);
+    void retag_constant(int64_t c);
+    bool find_cycle(const std::vector<int64_t> &members, std::vector<int32_t> &path);
+    int32_t fuse(int64_t tag, const std::vector<int64_t> &members);  // returns pid
     void legalize();
-    void insert_delegate(int32_t pid);
+    void insert_delegate(int64_t pid);
     int64_t max_debug_handle() const;
 
   private:
@@ -154,7 +161,7 @@ class FusionCore {
     void set_dh(int32_t i, int64_t v);
     void classify_outputs(int32_t pid);
     void drop_mutation_outputs(int32_t pid);
-    void check_node(int64_t i) const;
+    void check_fusible(int64_t tag, const std::vector<int64_t> &members);
 
     int32_t link_edge(int32_t x, int32_t u);
     void unlink_edge(int32_t e);

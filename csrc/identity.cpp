@@ -4,20 +4,11 @@
 #include <stdexcept>
 #include <unordered_map>
 
-#include "indexing.hpp"
+#include "checks.hpp"
 
 namespace fastlower {
 
 namespace {
-
-// flat[start:stop] bounds, Python slice semantics
-void slice_bounds(int64_t n, int64_t start, int64_t stop, int64_t &lo, int64_t &hi) {
-    if (start < 0) start = std::max<int64_t>(start + n, 0);
-    if (stop < 0) stop = std::max<int64_t>(stop + n, 0);
-    lo = std::min(start, n);
-    hi = std::min(stop, n);
-    if (hi < lo) hi = lo;
-}
 
 // Hash-consing table: keys (op, target, input classes...) live in one arena;
 // the map stores (offset, length) views into it.
@@ -45,17 +36,16 @@ class ClassTable {
                  const std::vector<int64_t> &off, const std::vector<int64_t> &flat,
                  std::vector<int64_t> &out) {
         out.clear();
+        // arrays checked by first_difference: off is CSR over flat, ids in [0, n)
         const int64_t n = static_cast<int64_t>(op.size());
-        const int64_t nf = static_cast<int64_t>(flat.size());
         for (int64_t i = 0; i < n; ++i) {
             const size_t start = arena_.size();
             arena_.push_back(op[static_cast<size_t>(i)]);
-            arena_.push_back(py_at(target, i));
-            int64_t lo, hi;
-            slice_bounds(nf, py_at(off, i), py_at(off, i + 1), lo, hi);
+            arena_.push_back(target[static_cast<size_t>(i)]);
+            const int64_t lo = off[static_cast<size_t>(i)], hi = off[static_cast<size_t>(i) + 1];
             for (int64_t k = lo; k < hi; ++k) {
                 const int64_t j = flat[static_cast<size_t>(k)];
-                arena_.push_back(j < i ? py_at(out, j) : -1 - j);
+                arena_.push_back(j < i ? out[static_cast<size_t>(j)] : -1 - j);
             }
             Key key{start, arena_.size() - start, 0};
             size_t h = 1469598103934665603ull ^ key.len;
@@ -86,6 +76,13 @@ int64_t first_difference(const std::vector<int64_t> &op_a, const std::vector<int
                          const std::vector<int64_t> &off_a, const std::vector<int64_t> &in_a,
                          const std::vector<int64_t> &op_b, const std::vector<int64_t> &target_b,
                          const std::vector<int64_t> &off_b, const std::vector<int64_t> &in_b) {
+    const std::string where = "first_difference";
+    checks::length(where, "target_a", target_a, op_a.size());
+    checks::csr(where, "off_a", off_a, "in_a", in_a.size(), op_a.size());
+    checks::node_ids(where, "in_a", in_a, op_a.size());
+    checks::length(where, "target_b", target_b, op_b.size());
+    checks::csr(where, "off_b", off_b, "in_b", in_b.size(), op_b.size());
+    checks::node_ids(where, "in_b", in_b, op_b.size());
     ClassTable table;
     std::vector<int64_t> ca, cb;
     table.classes(op_a, target_a, off_a, in_a, ca);

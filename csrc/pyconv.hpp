@@ -68,6 +68,15 @@ inline std::vector<T> ints(py::handle seq) {
     return out;
 }
 
+// Same, each value clamped to int64 (arrays whose values are range-checked
+// afterwards: a value beyond int64 fails that check like any other bad value).
+inline std::vector<int64_t> ints_saturating(py::handle seq) {
+    FastSeq s(seq);
+    std::vector<int64_t> out(s.size());
+    for (size_t i = 0; i < s.size(); ++i) out[i] = to_i64_saturating(s[i]);
+    return out;
+}
+
 // truthiness of each element (bools / 0-1 ints)
 inline std::vector<uint8_t> flags(py::handle seq) {
     FastSeq s(seq);

@@ -98,12 +98,15 @@ from executorch.exir.backend.test.op_partitioner_demo import (
     AddMulPartitionerDemo,
 )
 from executorch.exir.dialects._ops import ops as exir_ops
+from executorch.exir.error import InternalError
+from torch._export.verifier import SpecViolationError
 from executorch.exir.graph_module import get_control_flow_submodules
 
 from fastlower.examples.llama import build_llama, example_inputs as llama_inputs
 
 Inputs = Tuple[torch.Tensor, ...]
-PartitionerArg = Union[Partitioner, Dict[str, Partitioner]]
+# a list is a chain: each partitioner lowers the result of the previous one
+PartitionerArg = Union[Partitioner, Dict[str, Partitioner], List[Partitioner]]
 
 
 # --------------------------------------------------------------------------- #
@@ -146,6 +149,9 @@ class ErrorCase:
     expected_message: Union[str, Dict[str, str]]
     paths: Tuple[str, ...] = ("direct", "spec", "manager")
     doc: str = ""
+    # the implementation under test must repeat the reference's message up to and
+    # including this text (None: the whole message)
+    message_until: Optional[str] = None
 
     def message_for(self, path: str) -> str:
         m = self.expected_message
@@ -851,6 +857,178 @@ def build_missing_tag() -> Built:
     )
 
 
+# --------------------------------------------------------------------------- #
+# Partitioners that edit what the reference's is_identical_graph does not see,
+# and inputs that break two rules at once (issue #13)
+# --------------------------------------------------------------------------- #
+def _edit_add_alpha(ep):
+    """Tags the first add and sets its ``alpha`` to 5: a valid edit both lower."""
+    _tag_first_add(ep)
+    for n in ep.graph.nodes:
+        if n.name == "aten_add_tensor":
+            n.kwargs = {**n.kwargs, "alpha": 5.0}
+
+
+class CatModel(nn.Module):
+    def forward(self, x, y):
+        return torch.cat([x + 1, y], 1) * 2
+
+
+def _edit_cat_dim(ep):
+    """Tags cat and its input add, and sets cat's ``dim`` to 2 (out of range for 2-D)."""
+    for n in ep.graph.nodes:
+        if n.op == "call_function" and n.target in (exir_ops.edge.aten.cat.default,
+                                                     exir_ops.edge.aten.add.Tensor):
+            n.meta["delegation_tag"] = "tag0"
+        if n.op == "call_function" and n.target == exir_ops.edge.aten.cat.default:
+            n.args = (n.args[0], 2)
+
+
+def build_edited_cat_dim() -> Built:
+    return _single(CatModel(), [(torch.ones(2, 2), torch.ones(2, 3))],
+                   _FnPartitioner(_edit_cat_dim, {"tag0": _spec()}))
+
+
+class OwnedUpdateRead(nn.Module):
+    """A buffer update read outside the partition that owns the buffer, next to a
+    non-convex partition ``u`` (sin, tan around an untagged cos)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.register_buffer("b", torch.zeros(2, 2))
+
+    def forward(self, x):
+        self.b.add_(x)
+        r = self.b * 2
+        s = x.sin()
+        t = s.cos().tan() + s
+        return r, t
+
+
+def _tag_owned_update_read(ep, cycle: bool):
+    for n in ep.graph.nodes:
+        if n.op == "placeholder" and n.name == "b_b" or n.name == "aten_add_tensor":
+            n.meta["delegation_tag"] = "t"
+        if cycle and n.op == "call_function" and n.target in (exir_ops.edge.aten.sin.default,
+                                                               exir_ops.edge.aten.tan.default):
+            n.meta["delegation_tag"] = "u"
+
+
+def build_owned_update_read(cycle: bool) -> Callable[[], Built]:
+    def build() -> Built:
+        tags = {"t": _spec(), "u": _spec()} if cycle else {"t": _spec()}
+        return _single(OwnedUpdateRead(), [(torch.ones(2, 2),)],
+                       _FnPartitioner(lambda ep: _tag_owned_update_read(ep, cycle), tags))
+
+    return build
+
+
+def build_method_without_program() -> Built:
+    """The spec names a partitioner for a method that has no program."""
+    built = _bad(_tag_first_add, {"tag0": _spec()})()
+    built.partitioner = {"forward": built.partitioner, "decode": _FnPartitioner(_tag_first_add, {})}
+    return built
+
+
+def _bad_adds_a_node(ep):
+    """Adds a node: the reference's structure check sees it."""
+    _tag_adds(ep)
+    out = ep.graph.output_node()
+    with ep.graph.inserting_before(out):
+        ep.graph.call_function(exir_ops.edge.aten.relu.default, (out.args[0][0],))
+
+
+class BufferReturned(nn.Module):
+    """The buffer update is also the user output."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.register_buffer("b", torch.zeros(2, 2))
+
+    def forward(self, x):
+        self.b.add_(x)
+        return self.b
+
+
+def _tag_buffer_and_add(ep):
+    for n in ep.graph.nodes:
+        if n.op == "placeholder" and n.name == "b_b" or n.name == "aten_add_tensor":
+            n.meta["delegation_tag"] = "tag0"
+
+
+def build_owned_update_returned() -> Built:
+    return _single(BufferReturned(), [(torch.ones(2, 2),)],
+                   _FnPartitioner(_tag_buffer_and_add, {"tag0": _spec()}))
+
+
+# --------------------------------------------------------------------------- #
+# Chained lowering: several partitioners lower the same program in turn
+# (to_edge_transform_and_lower(..., partitioner=[P1, P2]), to_backend twice)
+# --------------------------------------------------------------------------- #
+class TwoLinearAddMul(nn.Module):
+    """Issue #13's model: AddMulPartitionerDemo takes add/mul, XNNPACK the linears."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.l1 = nn.Linear(4, 8)
+        self.l2 = nn.Linear(8, 3)
+
+    def forward(self, x, y):
+        h = self.l1(x)
+        h = h + y
+        h = h * y
+        return self.l2(h)
+
+
+def _two_linear_inputs():
+    g = torch.Generator().manual_seed(13)
+    return [(torch.randn(2, 4, generator=g), torch.randn(2, 8, generator=g))]
+
+
+_ADD = exir_ops.edge.aten.add.Tensor
+_XNN = XnnpackBackend.__name__
+
+
+def build_chain(*partitioner_factories, model_factory=TwoLinearAddMul,
+                inputs_factory=_two_linear_inputs) -> Callable[[], Built]:
+    """A case lowered by each partitioner in turn (fresh instances per build)."""
+
+    def build() -> Built:
+        torch.manual_seed(0)
+        return _single(
+            model_factory(), inputs_factory(), [f() for f in partitioner_factories],
+            keep_aten=True, etl_partitioner=lambda: [f() for f in partitioner_factories],
+        )
+
+    return build
+
+
+def _xnn_adds() -> Partitioner:
+    return TargetsPartitioner([_ADD], _XNN, prefix="add_tag")
+
+
+def _xnn_adds_same_tags() -> Partitioner:
+    """Tags named as XnnpackControlFlowPartitioner names its own (``xnn_tag<i>``)."""
+    return TargetsPartitioner([_ADD], _XNN, prefix="xnn_tag")
+
+
+def _nothing() -> Partitioner:
+    """Tags nothing (no div in these graphs): the next partitioner gets the whole graph."""
+    return TargetsPartitioner([exir_ops.edge.aten.div.Tensor], _DEMO)
+
+
+def _tag_cond_not_its_branches(ep):
+    """Tags the cond call but not the get_attr nodes of its branch bodies."""
+    for n in ep.graph.nodes:
+        if n.op == "call_function" and n.target is torch.ops.higher_order.cond:
+            n.meta["delegation_tag"] = "tag0"
+
+
+def build_cond_without_branches() -> Built:
+    return _single(CondModel(), _cond_inputs(),
+                   _FnPartitioner(_tag_cond_not_its_branches, {"tag0": _spec()}))
+
+
 ADDR = r"0xADDR"
 
 ERROR_CASES: Dict[str, ErrorCase] = {
@@ -904,6 +1082,84 @@ ERROR_CASES: Dict[str, ErrorCase] = {
             _bad(_bad_cycle, {"tag0": _spec()}),
             AssertionError,
             r"Invalid partition, found dependency cycles",
+        ),
+        ErrorCase(
+            "edited_cat_dim",
+            build_edited_cat_dim,
+            InternalError,
+            r"(?s)Dimension out of range \(expected to be in range of \[-2, 1\], but got 2\).*",
+            doc="an invalid edit the reference's structure check does not see: the "
+            "partition program's verifier rejects it",
+        ),
+        ErrorCase(
+            "adds_a_node",
+            _bad(_bad_adds_a_node, {"tag0": _spec()}),
+            AssertionError,
+            r"The partitioner <tests\.models\._FnPartitioner object at "
+            + ADDR
+            + r"> should not modify the graph module",
+        ),
+        ErrorCase(
+            "method_without_program",
+            build_method_without_program,
+            AssertionError,
+            r"Partitioner for method decode is not provided",
+            paths=("spec",),
+        ),
+        ErrorCase(
+            "owned_update_read_outside",
+            build_owned_update_read(cycle=False),
+            RuntimeError,
+            r"Tried to erase Node getitem but it still had 1 users in the graph: "
+            r"\{aten_mul_tensor: None\}!",
+        ),
+        ErrorCase(
+            "owned_update_read_and_cycle_direct",
+            build_owned_update_read(cycle=True),
+            RuntimeError,
+            r"Tried to erase Node getitem but it still had 1 users in the graph: "
+            r"\{aten_mul_tensor: None\}!",
+            paths=("direct",),
+            doc="two rules broken: the single-program path lowers tag t (and fails "
+            "on its buffer update) before it fuses u",
+        ),
+        ErrorCase(
+            "owned_update_read_and_cycle_spec",
+            build_owned_update_read(cycle=True),
+            AssertionError,
+            r"Invalid partition, found dependency cycles",
+            paths=("spec", "manager"),
+            doc="two rules broken: the multi-method path fuses every tag (and finds "
+            "u's cycle) before it inserts t's delegate",
+        ),
+        ErrorCase(
+            "owned_update_returned",
+            build_owned_update_returned,
+            AssertionError,
+            r"(?s)Constant b was tagged to be consumed by the buffer, and was found to also "
+            r"contain a buffer mutation\. However this buffer mutation node was found to "
+            r"also be used as other types of outputs which is currently not supported\..*",
+            # the rest of the reference's message is a dump of the whole program
+            message_until="currently not supported.",
+        ),
+        ErrorCase(
+            "chain_cond_same_tag_names",
+            build_chain(_xnn_adds_same_tags, XnnpackControlFlowPartitioner,
+                        model_factory=CondModel, inputs_factory=_cond_inputs),
+            AssertionError,
+            r"Invalid partition, found dependency cycles",
+            paths=("direct", "manager"),
+            doc="the first lowering's tags stay on the nodes of control-flow bodies (the "
+            "reference drops them at top level only); a second partitioner that reuses a "
+            "tag name gets those nodes in its partition, which is then not convex",
+        ),
+        ErrorCase(
+            "cond_without_branches",
+            build_cond_without_branches,
+            SpecViolationError,
+            r"Node\.meta submodule_0 is missing val field\.",
+            doc="a partition holding a cond call but not its branch get_attrs: the "
+            "partition program's verifier rejects the branch placeholders (fuzz F1)",
         ),
         ErrorCase(
             "list_arg_const",
@@ -1044,6 +1300,53 @@ MODEL_CASES: Dict[str, ModelCase] = {
         ),
         ModelCase("missing_tag", build_missing_tag, runtime=False, paths=DM),
         ModelCase("split_output_demo", build_split_output, runtime=False, paths=DM),
+        ModelCase(
+            "edited_add_alpha",
+            _bad(_edit_add_alpha, {"tag0": _spec()}),
+            runtime=False,
+            paths=DM,
+            eager_check=False,  # the edit changes what the model computes, in both
+            doc="a valid edit the reference does not see is lowered as the reference lowers it",
+        ),
+        ModelCase(
+            "chain_addmul_then_xnnpack",
+            build_chain(AddMulPartitionerDemo, XnnpackPartitioner),
+            runtime=False,  # BackendWithCompilerDemo is not in the pip runtime
+            paths=ALL + ("etl",),
+            doc="issue #13: the second lowering must not replace the first one's delegates",
+        ),
+        ModelCase(
+            "chain_xnnpack_adds_then_xnnpack",
+            build_chain(_xnn_adds, XnnpackPartitioner),
+            runtime=True,
+            paths=ALL + ("etl",),
+        ),
+        ModelCase(
+            "chain_xnnpack_adds_then_per_op",
+            build_chain(_xnn_adds, lambda: XnnpackPartitioner(per_op_mode=True)),
+            runtime=True,
+            paths=("manager", "etl"),
+        ),
+        ModelCase(
+            "chain_three_partitioners",
+            build_chain(_xnn_adds, AddMulPartitionerDemo, XnnpackPartitioner),
+            runtime=False,
+            paths=ALL + ("etl",),
+        ),
+        ModelCase(
+            "chain_first_leaves_nothing",
+            build_chain(_nothing, XnnpackPartitioner),
+            runtime=True,
+            paths=("direct", "etl"),
+        ),
+        ModelCase(
+            "chain_cond_xnnpack",
+            build_chain(_xnn_adds, XnnpackControlFlowPartitioner, model_factory=CondModel,
+                        inputs_factory=_cond_inputs),
+            runtime=True,
+            paths=DM,
+            doc="delegates inside cond branches are named per branch module",
+        ),
     ]
 }
 

@@ -537,19 +537,34 @@ def test_unsupported_graph_falls_back_to_twin(core):
     sim = fl_plan._new_simulator(enc, case.tag_names, False, None)
     assert isinstance(sim, TwinSimulator)
     bad = _chain_with_buffer_mutation()
-    bad.arrays.users[0] = []  # users do not match inputs
-    with pytest.raises(core.Unsupported):
-        core.FusionSimulator(bad.arrays, bad.tag_names, False, None)
+    bad.arrays.users[0] = []  # users do not match inputs: malformed, not a core limit
+    for cls in (core.FusionSimulator, TwinSimulator, lambda *a: fl_plan._new_simulator(
+            fl_plan.EncodedGraph(graph_module=None, nodes=[], arrays=bad.arrays, no_copy=bad.no_copy),
+            *a[1:])):
+        with pytest.raises(ValueError, match="users.0. lacks node 3") as info:
+            cls(bad.arrays, bad.tag_names, False, None)
+        assert not isinstance(info.value, core.Unsupported)
 
 
 # -- group_by_tag ---------------------------------------------------------------------------
 
+def outcome(fn, *args):
+    """``("ok", result)`` or ``("error", exception class, message)``."""
+    try:
+        return ("ok", fn(*args))
+    except Exception as exc:  # both implementations must fail the same way
+        return ("error", type(exc), str(exc))
+
+
 @settings(max_examples=200, **SETTINGS)
 @given(tags=st.lists(st.integers(-3, 12), max_size=300), n_tags=st.integers(-2, 12))
 def test_group_by_tag_matches_twin(core, tags, n_tags):
-    expected = twin_grouping.group_by_tag(tags, n_tags)
-    assert core.group_by_tag(tags, n_tags) == expected
-    assert sum(map(len, expected)) == sum(1 for t in tags if 0 <= t < n_tags)
+    expected = outcome(twin_grouping.group_by_tag, tags, n_tags)
+    assert outcome(core.group_by_tag, tags, n_tags) == expected
+    valid = 0 <= n_tags and all(-2 <= t < n_tags for t in tags)
+    assert (expected[0] == "ok") == valid  # tags outside {-2, -1} u [0, n_tags) are rejected
+    if valid:
+        assert sum(map(len, expected[1])) == sum(1 for t in tags if t >= 0)
 
 
 # -- find_contract_violation ---------------------------------------------------------------
@@ -629,7 +644,7 @@ def _structure(rng: random.Random, n: int):
         k = rng.randint(0, min(i, 3))
         ins = rng.sample(range(i), k) if i else []
         if rng.random() < 0.05:
-            ins.append(rng.randrange(i, n + 2))  # a forward/dangling reference
+            ins.append(rng.randrange(i, n))  # a forward reference (dangling ones: test_core_malformed)
         flat.extend(ins)
         offsets.append(len(flat))
     return op, target, offsets, flat
@@ -651,7 +666,7 @@ def test_first_difference_matches_twin(core, n, seed, mutation):
         flat[k] = rng.randrange(0, n)
     elif mutation == "truncate" and n:
         m = rng.randrange(n)
-        op, target, off = op[:m], target[:m], off[:m + 1]
+        op, target, off, flat = op[:m], target[:m], off[:m + 1], flat[:off[m]]
     elif mutation == "extend":
         op.append(1)
         target.append(2)
@@ -659,12 +674,15 @@ def test_first_difference_matches_twin(core, n, seed, mutation):
     elif mutation == "renumber":  # same structure, different target ids for equal targets
         target = [t * 3 + 1 for t in target]
     b = (op, target, off, flat)
-    expected = twin_identity.first_difference(*a, *b)
-    assert core.first_difference(*a, *b) == expected
-    assert core.first_difference(*b, *a) == twin_identity.first_difference(*b, *a)
+    # (a truncated graph may keep a forward reference past its end: both reject it)
+    expected = outcome(twin_identity.first_difference, *a, *b)
+    assert outcome(core.first_difference, *a, *b) == expected
+    assert outcome(core.first_difference, *b, *a) == outcome(twin_identity.first_difference, *b, *a)
     assert core.first_difference(*a, *a) == -1
     if mutation == "same":
-        assert expected == -1
+        assert expected == ("ok", -1)
+    elif mutation != "truncate":
+        assert expected[0] == "ok"
 
 
 def test_first_difference_structural(core):

@@ -74,6 +74,16 @@ class GraphBuilder:
     def node_meta(self, i: int) -> dict:
         return self.enc.nodes[i].meta if i < self.n_orig else self.meta[i]
 
+    def original_members(self, pid: int) -> List[torch.fx.Node]:
+        """The input graph's nodes that partition ``pid`` holds (constant copies excluded)."""
+        return [self.enc.nodes[m] for m in self.sim.partitions[pid].nodes if m < self.n_orig]
+
+    def has_input_without_value(self, pid: int) -> bool:
+        """Does partition ``pid`` read a node that has no ``val`` (a ``get_attr`` of a
+        control-flow body, say)? Its program's placeholder then has none either,
+        which ExecuTorch's verifier rejects; the input's verifier run did not cover it."""
+        return any("val" not in self.node_meta(x) for x in self.sim.partitions[pid].inputs)
+
     def node_type(self, i: int):
         return self.enc.nodes[i].type if i < self.n_orig else None
 

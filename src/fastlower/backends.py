@@ -37,11 +37,15 @@ def find_backend(backend_id: str) -> Type[BackendDetails]:
 
 
 def copy_for_preprocess(program: ExportedProgram) -> ExportedProgram:
-    """A copy a backend may mutate: graph and metadata are copied, tensor storage is shared."""
-    memo = {}
-    for value in list(program.state_dict.values()) + list(program.constants.values()):
-        memo[id(value)] = value
-    return copy.deepcopy(program, memo)
+    """A copy a backend may mutate, tensors included, as the reference's ``deepcopy``.
+
+    Backends transform weights (packing, folding, quantising); one that does it in
+    place (``add_``, ``copy_``, ``.data = ...``, ``set_``) must not reach the caller's
+    program or another partition's tensors. The copy holds one partition's tensors
+    and is dropped when its ``preprocess`` returns. (A forked worker gets the same
+    isolation from copy-on-write pages.)
+    """
+    return copy.deepcopy(program)
 
 
 def copy_for_backend(cls: Type[BackendDetails], program: ExportedProgram,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import operator
+import re
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Tuple
 
@@ -59,6 +60,8 @@ class EncodedGraph:
     nested: Dict[int, List[Tuple[str, "EncodedGraph"]]] = field(default_factory=dict)
     index: Dict[torch.fx.Node, int] = field(default_factory=dict)
     targets: Optional["Interner"] = None
+    # i such that the module already has an attribute lowered_module_{i}
+    taken_lowered: List[int] = field(default_factory=list)
 
 
 class Interner:
@@ -151,7 +154,29 @@ def encode_graph(gm: torch.fx.GraphModule, tag_index: Dict[object, int],
     arrays = GraphArrays(op=op, prioritized=prio, inputs=inputs, users=users, names=names,
                          tags=tags, roles=roles, targets=tgt, debug_handles=dh, fake_vals=fake,
                          out_args=out_args, out_kinds=out_kinds, out_targets=out_targets)
-    return EncodedGraph(gm, nodes, arrays, no_copy, unknown, nested, index, targets)
+    return EncodedGraph(gm, nodes, arrays, no_copy, unknown, nested, index, targets,
+                        taken_lowered_indices(gm))
+
+
+_LOWERED_ATTR = re.compile(r"lowered_module_(0|[1-9][0-9]*)")
+
+
+def taken_lowered_indices(*modules: torch.nn.Module) -> List[int]:
+    """Every i for which one of ``modules`` has an attribute ``lowered_module_{i}``.
+
+    The reference names a new delegate ``lowered_module_{i}`` with the smallest
+    i for which ``hasattr(owning_module, name)`` is false; a program lowered
+    before (a second partitioner) already holds some of those names.
+    """
+    taken = set()
+    for module in modules:
+        names = (set(module.__dict__) | set(module._modules) | set(module._parameters)
+                 | set(module._buffers) | set(dir(type(module))))
+        for name in names:
+            match = _LOWERED_ATTR.fullmatch(name)
+            if match:
+                taken.add(int(match.group(1)))
+    return sorted(taken)
 
 
 def structure_arrays(gm: torch.fx.GraphModule) -> Tuple[List[int], List[int], List[int], List[int]]:

@@ -105,15 +105,38 @@ class BufferMutationOutputError(PartitionContractError, AssertionError):
 class OwnedBufferUpdateReadError(PartitionContractError):
     def __init__(self, node: str, tag: str, target: str, readers: Sequence[str]):
         self.readers = list(readers)
+        # the reference fails erasing the update's getitem (torch.fx's message)
+        users = "{" + ", ".join(f"{r}: None" for r in self.readers) + "}"
         super().__init__("owned-buffer-update-read-outside",
                          f"the delegate owns buffer {target} and its update, but the updated value "
                          f"is also read outside the delegate by {', '.join(self.readers)}; tag those "
-                         "readers too or leave the buffer untagged", node, tag)
+                         "readers too or leave the buffer untagged (Tried to erase Node "
+                         f"{node} but it still had {len(self.readers)} users in the graph: "
+                         f"{users}!)", node, tag)
 
 
-class UnsupportedGraphError(PartitionContractError):
-    def __init__(self, rule: str, detail: str, node: Optional[str] = None, tag: Optional[str] = None):
-        super().__init__(rule, detail, node, tag)
+class MethodWithoutProgramError(FastlowerError, AssertionError):
+    """A ``MethodProgramsPartitionerSpec`` names a partitioner for a method it has no program for."""
+
+    def __init__(self, method: str, methods: Sequence[str]):
+        self.rule = "partitioner-without-program"
+        self.method = method
+        self.node = None
+        self.tag = None
+        super().__init__(f"[{self.rule}] method '{method}': Partitioner for method {method} is "
+                         f"not provided a program (the spec's programs are: "
+                         f"{', '.join(map(repr, methods)) or 'none'})")
+
+
+class PartitionerEditError(GraphModifiedError):
+    """Inside ``strict_partitioners()``: the partitioner changed a node's arguments."""
+
+    def __init__(self, partitioner: str, edits: Sequence["object"]):
+        self.edits = list(edits)
+        first = self.edits[0]
+        listed = "; ".join(str(e) for e in self.edits[:10])
+        more = f" (and {len(self.edits) - 10} more)" if len(self.edits) > 10 else ""
+        super().__init__(partitioner, f"it changed {listed}{more}", first.node)
 
 
 class BackendNotFoundError(FastlowerError, NotImplementedError):

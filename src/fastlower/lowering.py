@@ -7,6 +7,7 @@ import logging
 from dataclasses import dataclass, field
 from typing import Dict, List, Mapping
 
+import torch
 from executorch.exir.backend.partitioner import Partitioner, PartitionResult
 from torch._guards import detect_fake_mode
 from torch.export import ExportedProgram
@@ -18,7 +19,8 @@ from . import errors, state
 from ._twin.fusion import OP_PLACEHOLDER
 from .apply import GraphBuilder, Partition, SignatureIndex
 from .backends import copy_for_backend, find_backend, make_lowered_module
-from .encode import Interner, encode_graph, structure_arrays
+from .edits import PartitionerEdits, find_edits
+from .encode import Interner, encode_graph, structure_arrays, taken_lowered_indices
 from .programs import lazy_module_copy, unvalidated_program
 from .plan import GraphPlan, first_difference, iter_partitions, plan_program
 from .preprocess.jobs import PreprocessJob, overrides_preprocess_multimethod
@@ -43,12 +45,24 @@ def make_fake_program(program: ExportedProgram) -> ExportedProgram:
         lazy=True, root=gm, graph=gm.graph, graph_signature=copy.deepcopy(program.graph_signature),
         state_dict=fake_state, range_constraints=copy.deepcopy(program.range_constraints),
         module_call_graph=copy.deepcopy(program.module_call_graph),
-        constants=dict(program.constants), verifiers=[program.verifier],
+        constants=_constants_for_partitioner(program.constants), verifiers=[program.verifier],
     )
 
 
+def _constants_for_partitioner(constants: Mapping[str, object]) -> Dict[str, object]:
+    """The program's constants, real values the partitioner cannot write through.
+
+    The reference hands the partitioner the caller's own constant tensors (only
+    parameters and buffers become fake), so a partitioner that writes one in place
+    changes the caller's program. fastlower gives it copies (lifted constants are
+    small next to the weights, which stay fake); scripts and other objects are
+    passed as they are.
+    """
+    return {k: v.clone() if isinstance(v, torch.Tensor) else v for k, v in constants.items()}
+
+
 def check_unmodified(tagged: ExportedProgram, original: ExportedProgram, partitioner) -> None:
-    """The partitioner may tag nodes but not change the graph."""
+    """The partitioner may tag nodes but not change the graph's structure."""
     diff = first_difference(*structure_arrays(tagged.graph_module),
                             *structure_arrays(original.graph_module))
     if diff >= 0:
@@ -72,6 +86,7 @@ class MethodLowering:
     result: PartitionResult
     tag_names: List[str]
     plan: GraphPlan
+    edits: PartitionerEdits  # what the partitioner changed besides tags
     builders: List[GraphBuilder] = field(default_factory=list)  # top first, then nested
     partitions: List[Partition] = field(default_factory=list)
     input_specs: List[InputSpec] = field(default_factory=list)  # after constant duplication
@@ -83,19 +98,40 @@ def _partition(name: str, program: ExportedProgram, partitioner: Partitioner,
     with report.external_time("partitioner"):
         result = partitioner(fake)
     tagged = result.tagged_exported_program
-    if state.validation_enabled():
+    validating = state.validation_enabled()
+    if validating:
         check_unmodified(tagged, program, partitioner)
     else:
         log.warning("Disabled validating the partitioner.")
+    edits = find_edits(tagged.graph_module, program.graph_module, structure_checked=validating)
+    if edits:
+        _report_edits(edits, partitioner, strict=validating and state.strict_partitioners_enabled())
     if result.partition_tags is None:
         raise errors.MissingPartitionTagsError(str(partitioner))
     tag_names = list(result.partition_tags.keys())
     tag_index = {t: i for i, t in enumerate(tag_names)}
     encoded = encode_graph(tagged.graph_module, tag_index, tagged, Interner())
+    # the reference's owning module is a deep copy of the whole input module: its
+    # attributes, used or not, are taken names too
+    encoded.taken_lowered = taken_lowered_indices(tagged.graph_module, program.graph_module)
     plan = plan_program(encoded, tag_names, single, state.strict_tags_enabled())
-    lowering = MethodLowering(name, program, tagged, result, tag_names, plan)
+    lowering = MethodLowering(name, program, tagged, result, tag_names, plan, edits)
     _collect_builders(lowering, plan)
     return lowering
+
+
+def _report_edits(edits: PartitionerEdits, partitioner, strict: bool) -> None:
+    """Refuse the partitioner's edits (strict) or name each of them once."""
+    if strict and edits.args:
+        raise errors.PartitionerEditError(str(partitioner), edits.args)
+    if edits.args:
+        log.warning("partitioner %s changed node arguments; the edited graph is lowered (as the "
+                    "reference does) and its partitions are verified: %s", partitioner,
+                    "; ".join(str(e) for e in edits.args))
+    if edits.bodies or edits.unknown:
+        log.warning("partitioner %s changed the structure of %s; every partition there is "
+                    "verified", partitioner,
+                    "the graph" if edits.unknown else f"{len(edits.bodies)} control-flow bodies")
 
 
 def _collect_builders(lowering: MethodLowering, plan: GraphPlan) -> None:
@@ -114,6 +150,13 @@ def _build_partitions(lowering: MethodLowering, single: bool) -> None:
         for pid in range(len(builder.sim.partitions)):
             part = builder.build_partition(pid, lowering.tagged, sig, real_state, real_constants,
                                            single)
+            if (lowering.edits and lowering.edits.touches(builder.enc.graph_module,
+                                                          builder.original_members(pid))) \
+                    or builder.has_input_without_value(pid):
+                # what the input's verifier run did not cover (an edit the reference's
+                # check does not see, a placeholder without a value): the partition
+                # program's verifier run is where the reference rejects it
+                part.program._validate()
             lowering.partitions.append(part)
 
 
@@ -322,9 +365,7 @@ def lower_methods(programs: Mapping[str, ExportedProgram],
     lowerings: List[MethodLowering] = []
     for name, partitioner in partitioners.items():
         if name not in programs:
-            raise errors.PartitionContractError(
-                "partitioner-without-program", f"Partitioner for method {name} is not provided "
-                "a program", name)
+            raise errors.MethodWithoutProgramError(name, list(programs))
         programs[name]._validate()
         lowerings.append(_partition(name, programs[name], partitioner, single=False,
                                     report=report))

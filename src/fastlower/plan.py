@@ -54,12 +54,14 @@ def first_difference(*args) -> int:
 def _new_simulator(enc: EncodedGraph, tag_names, is_submodule, top):
     if _core is not None and hasattr(_core, "FusionSimulator"):
         try:
-            return _core.FusionSimulator(enc.arrays, list(tag_names), is_submodule, top)
+            return _core.FusionSimulator(enc.arrays, list(tag_names), is_submodule, top,
+                                         enc.taken_lowered)
         except _core.Unsupported:
             # a graph the core cannot represent exactly (e.g. a name suffix beyond
-            # int64, users not matching inputs): the twin plans it; the two mix
+            # int64): the twin plans it; the two mix.  Malformed arrays are a
+            # ValueError / IndexError from both and propagate.
             pass
-    return FusionSimulator(enc.arrays, tag_names, is_submodule, top)
+    return FusionSimulator(enc.arrays, tag_names, is_submodule, top, enc.taken_lowered)
 
 
 def _csr(lists: Sequence[Sequence[int]]) -> Tuple[List[int], List[int]]:
@@ -127,9 +129,15 @@ def _fuse_all(plan: GraphPlan, tag_names: Sequence[str], single: bool) -> None:
         if not any(u not in inside for m in members for u in sim.users[m]):
             raise errors.NoPartitionOutputError(tag_names[t], sim.names[members[-1]])
         part = sim.fuse(t, members)
-        _check_owned_mutations(sim, part, tag_names[t], plan.encoded.targets.values)
         if single:  # the single-program path lowers each partition right after fusing it
+            _check_owned_mutations(sim, part, tag_names[t], plan.encoded.targets.values)
             sim.insert_delegate(len(sim.partitions) - 1)
+    if not single:
+        # the multi-method path fuses every partition before it inserts any delegate,
+        # where the reference meets an owned buffer update read outside: a later
+        # partition's cycle is reported first
+        for part in sim.partitions:
+            _check_owned_mutations(sim, part, tag_names[part.tag], plan.encoded.targets.values)
 
 
 def _check_owned_mutations(sim, part, tag: str, targets) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from contextlib import contextmanager
+from contextvars import ContextVar
 from typing import Generator
 
 _ENABLE_VALIDATION: bool = True
@@ -30,11 +31,13 @@ def validation_disabled() -> Generator[None, None, None]:
         _ENABLE_VALIDATION = existing
 
 
-_STRICT_TAGS: bool = False
+# Per context (thread, asyncio task): one lowering's strictness never leaks into another's.
+_STRICT_TAGS: ContextVar[bool] = ContextVar("fastlower_strict_tags", default=False)
+_STRICT_PARTITIONERS: ContextVar[bool] = ContextVar("fastlower_strict_partitioners", default=False)
 
 
 def strict_tags_enabled() -> bool:
-    return _STRICT_TAGS
+    return _STRICT_TAGS.get()
 
 
 @contextmanager
@@ -44,10 +47,30 @@ def strict_tags() -> Generator[None, None, None]:
     By default such nodes are left undelegated with a warning, as the reference
     does (ExecuTorch's own nested-backend tests rely on it).
     """
-    global _STRICT_TAGS
-    existing = _STRICT_TAGS
-    _STRICT_TAGS = True
+    token = _STRICT_TAGS.set(True)
     try:
         yield
     finally:
-        _STRICT_TAGS = existing
+        _STRICT_TAGS.reset(token)
+
+
+def strict_partitioners_enabled() -> bool:
+    return _STRICT_PARTITIONERS.get()
+
+
+@contextmanager
+def strict_partitioners() -> Generator[None, None, None]:
+    """Inside the block a partitioner that changes any node argument is an error.
+
+    By default such an edit is lowered as the reference lowers it (the reference
+    does not see it), with a warning naming each edit, and ExecuTorch's verifier
+    runs on every partition that holds an edited node. Inside the block the
+    edit raises :class:`fastlower.errors.PartitionerEditError` (a
+    ``GraphModifiedError``, an ``AssertionError`` as the reference's check),
+    naming the node, the argument and the old and new values.
+    """
+    token = _STRICT_PARTITIONERS.set(True)
+    try:
+        yield
+    finally:
+        _STRICT_PARTITIONERS.reset(token)

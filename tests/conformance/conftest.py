@@ -97,6 +97,7 @@ _RAN_SHIPPED = pytest.StashKey[bool]()
 ANCHORS: dict[str, str] = {
     "test_reference_suite.py": "EXIR_BACKEND_SUITE",
     "test_xnnpack_subset.py": "XNNPACK_SUBSET",
+    "test_export_recipes.py": "EXPORT_RECIPES",
 }
 
 

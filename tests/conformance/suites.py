@@ -39,7 +39,16 @@ XNNPACK_SUBSET = [
     "executorch.backends.xnnpack.test.models.llama2_et_example",
 ]
 
+# Multi-backend export recipes: two partitioners in turn (CoreML, then XNNPACK
+# as the fallback), the chained-lowering path of issue #13.
+EXPORT_RECIPES = [
+    "executorch.export.tests.test_target_recipes",
+]
+
 ONLY: dict[str, list[str]] = {
+    "executorch.export.tests.test_target_recipes": [
+        "TestTargetRecipes::test_ios_fp32_recipe_with_xnnpack_fallback",
+    ],
     "executorch.backends.xnnpack.test.ops.test_add": [
         "TestAdd::test_fp32_add",
         "TestAdd::test_qs8_add",

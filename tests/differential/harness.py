@@ -147,6 +147,11 @@ def _wrap(epm: EdgeProgramManager, programs: Dict[str, ExportedProgram]):
 def lower_built(impl: Callable, built, path: str) -> Lowered:
     epm = built.epm
     inputs = dict(epm._edge_programs)
+    if isinstance(built.partitioner, list) and path != "etl":
+        # a chain: each partitioner lowers the previous one's result, on the same path
+        for step in built.partitioner:
+            epm = lower_built(impl, dataclasses.replace(built, epm=epm, partitioner=step), path).epm
+        return Lowered(path, epm, inputs, built)
     if path == "direct":
         progs = {}
         parts = _method_partitioners(built)

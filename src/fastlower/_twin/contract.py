@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Sequence, Tuple
 
+from .checks import check_csr, check_length, check_node_ids, check_tag_ids
 from .fusion import OP_OUTPUT, OP_PLACEHOLDER, ROLE_BUFFER, ROLE_CONSTANT, ROLE_PARAMETER
 
 # violation codes, shared with the C++ core
@@ -21,7 +22,18 @@ def find_contract_violation(op: Sequence[int], tags: Sequence[int], roles: Seque
     that ``partition_tags`` does not name; an error only when ``strict_tags``,
     else left undelegated).  A ``no_copy`` constant shared with another tag (or
     an untagged node) is reported with the offending user.
+
+    Malformed arrays (lengths, CSR offsets, user ids, tags below -2) raise
+    ValueError / IndexError (``checks``), as in the C++ core.
     """
+    where = "find_contract_violation"
+    n = len(op)
+    check_length(where, "tags", tags, n)
+    check_length(where, "roles", roles, n)
+    check_length(where, "no_copy", no_copy, n)
+    check_csr(where, "users_offsets", users_offsets, "users_flat", len(users_flat), n)
+    check_node_ids(where, "users_flat", users_flat, n)
+    check_tag_ids(where, "tags", tags, -1)
     for i, t in enumerate(tags):
         if t == -1 or (t == -2 and not strict_tags):
             continue

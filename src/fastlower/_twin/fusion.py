@@ -20,6 +20,7 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Sequence
 
+from .checks import check_length, check_node_id, check_node_ids
 from .namespace import Namespace, snake_case
 
 # node.op codes, shared with the encoder and the C++ core
@@ -72,11 +73,59 @@ class PartitionPlan:
     single_output: bool = False  # the call's single result is read via getitem(.., 0)
 
 
+def check_graph_arrays(g) -> None:
+    """The checks of ``FusionSimulator(g, ...)`` on a ``GraphArrays``, in the core's order."""
+    where = "FusionSimulator"
+    n = len(g.op)
+    for name in ("prioritized", "inputs", "users", "names", "tags", "roles", "targets",
+                 "debug_handles", "fake_vals"):
+        check_length(where, f"g.{name}", getattr(g, name), n)
+    m = len(g.out_args)
+    check_length(where, "g.out_kinds", g.out_kinds, m)
+    check_length(where, "g.out_targets", g.out_targets, m)
+    for i, o in enumerate(g.op):
+        if not OP_PLACEHOLDER <= o <= OP_OUTPUT:
+            raise ValueError(f"{where}: g.op[{i}] is not an op code in [0, 5]")
+    for field in ("inputs", "users"):
+        for i, xs in enumerate(getattr(g, field)):
+            check_node_ids(where, f"g.{field}[{i}]", xs, n)
+    for i, xs in enumerate(g.inputs):
+        if len(set(xs)) != len(xs):
+            raise ValueError(f"{where}: g.inputs[{i}] lists a node twice")
+    expected = {(x, u) for u, xs in enumerate(g.inputs) for x in xs}
+    seen = set()
+    for x, us in enumerate(g.users):
+        for u in us:
+            if (x, u) not in expected or (x, u) in seen:
+                raise ValueError(f"{where}: g.users[{x}] does not match g.inputs (user {u})")
+            seen.add((x, u))
+    if len(seen) != len(expected):
+        for u, xs in enumerate(g.inputs):
+            for x in xs:
+                if (x, u) not in seen:
+                    raise ValueError(f"{where}: g.users[{x}] lacks node {u}, which takes it as an input")
+    for p, x in enumerate(g.out_args):
+        if x != -1 and not 0 <= x < n:
+            raise IndexError(f"{where}: g.out_args[{p}] is neither -1 nor a node id in [0, {n})")
+    if m and not (n and g.op[n - 1] == OP_OUTPUT):
+        raise ValueError(f"{where}: g.out_args is not empty but the last node is not an output node")
+    if m:
+        out_inputs = set(g.inputs[n - 1])
+        for p, x in enumerate(g.out_args):
+            if x != -1 and x not in out_inputs:
+                raise ValueError(f"{where}: g.out_args[{p}] is not an input of the output node")
+
+
+_FUSIBLE = (KIND_ORIGINAL, KIND_CONSTANT_COPY)
+
+
 class FusionSimulator:
     """Replays the reference's edits on one graph; see the module docstring."""
 
     def __init__(self, g: GraphArrays, tag_names: Sequence[str], is_submodule: bool,
-                 top: Optional["FusionSimulator"] = None) -> None:
+                 top: Optional["FusionSimulator"] = None,
+                 taken_lowered: Sequence[int] = ()) -> None:
+        check_graph_arrays(g)
         n = len(g.op)
         self.g = g
         self.tag_names = list(tag_names)
@@ -109,6 +158,11 @@ class FusionSimulator:
         self.ns = Namespace(self.names)
         self.partitions: List[PartitionPlan] = []
         self.lowered_count = 0
+        # indices i whose lowered_module_{i} the owning module already has (an earlier
+        # lowering's delegates): the reference's get_lowered_module_name skips them
+        self.taken_lowered = set(taken_lowered)
+        if any(k < 0 for k in self.taken_lowered):
+            raise ValueError("taken_lowered: lowered module indices are >= 0")
         self.copies: List[int] = []  # constant copies, creation order
         self.copy_target: Dict[int, str] = {}  # placeholder target of each copy
 
@@ -201,6 +255,9 @@ class FusionSimulator:
     # -- constant duplication (top level, before any fusion) -----------------
     def duplicate_constant(self, c: int) -> List[int]:
         """Give every user of placeholder ``c`` but the first its own copy of it."""
+        check_node_id("duplicate_constant", "c", c, len(self.op))
+        if not self.alive[c] or self.op[c] != OP_PLACEHOLDER:
+            raise ValueError(f"duplicate_constant: node {c} is not a live placeholder")
         users = list(self.users[c])
         made = []
         for ith in range(1, len(users)):
@@ -220,6 +277,7 @@ class FusionSimulator:
         return made
 
     def retag_constant(self, c: int) -> None:
+        check_node_id("retag_constant", "c", c, len(self.op))
         tags = {self.tags[u] for u in self.users[c]}
         if len(tags) == 1:
             self.tags[c] = tags.pop()
@@ -236,6 +294,9 @@ class FusionSimulator:
 
     def find_cycle(self, members: List[int]) -> Optional[List[int]]:
         """A path that leaves the partition and comes back into it, or None."""
+        check_node_ids("find_cycle", "members", members, len(self.op))
+        if not members:
+            raise ValueError("find_cycle: members is empty")
         inside = set(members)
         limit = max(self.pos[m] for m in members)
         parent: Dict[int, int] = {}
@@ -259,7 +320,25 @@ class FusionSimulator:
                 queue.append(u)
         return None
 
+    def _check_fusible(self, tag: int, members: List[int]) -> None:
+        """What ``fuse`` relies on: a tag id and distinct, live, original members with an output."""
+        if not 0 <= tag < len(self.tag_names):
+            raise IndexError(f"fuse: tag is not a tag id in [0, {len(self.tag_names)})")
+        check_node_ids("fuse", "members", members, len(self.op))
+        if not members:
+            raise ValueError("fuse: members is empty")
+        inside = set()
+        for k, m in enumerate(members):
+            if m in inside:
+                raise ValueError(f"fuse: members[{k}] repeats a node")
+            inside.add(m)
+            if not self.alive[m] or self.kind[m] not in _FUSIBLE or self.op[m] == OP_OUTPUT:
+                raise ValueError(f"fuse: node {m} is dead, made by the planner or the output node")
+        if not any(u not in inside for m in members for u in self.users[m]):
+            raise ValueError("fuse: no member has a user outside the partition")
+
     def fuse(self, tag: int, members: List[int]) -> PartitionPlan:
+        self._check_fusible(tag, members)
         plan = PartitionPlan(tag=tag, nodes=members)
         plan.member_inputs = {m: list(self.inputs[m]) for m in members}
         inside = set(members)
@@ -386,8 +465,14 @@ class FusionSimulator:
 
     # -- delegate insertion -----------------------------------------------------
     def insert_delegate(self, pid: int) -> None:
+        if not 0 <= pid < len(self.partitions):
+            raise IndexError(f"insert_delegate: pid is not a partition id in [0, {len(self.partitions)})")
         plan = self.partitions[pid]
+        if plan.delegate != -1:
+            raise ValueError(f"insert_delegate: partition {pid} is already delegated")
         cm = plan.call_module
+        while self.lowered_count in self.taken_lowered:
+            self.lowered_count += 1
         plan.lowered_index = self.lowered_count
         self.lowered_count += 1
         ga = self._new_node(OP_GET_ATTR, KIND_GET_ATTR, [],

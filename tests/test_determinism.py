@@ -1,0 +1,69 @@
+"""The same input lowers to the same ``.pte`` bytes in separate processes, whatever the hash seed.
+
+Two fresh processes (``tests/pte_digests.py``) lower each case with fastlower and
+with the reference under different ``PYTHONHASHSEED`` values.  Facts checked:
+
+* the ``.pte`` bytes of both implementations are equal, in each process, and do
+  not depend on the seed (the reference's do not either);
+* duplicating shared constants runs in the iteration order of a ``set`` of
+  names (``plan._duplicate_shared_constants``, as the reference), so the order
+  of the copies in the lowered program's ``state_dict`` and input specs depends
+  on the seed; fastlower's layout equals the reference's under each seed.  Seeds
+  "0" and "1" order ``{p_lin_weight, p_lin_bias}`` differently, so
+  ``shared_param_xnnpack`` shows it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "pte_digests.py")
+CASES = ["llama1_xnnpack", "shared_param_xnnpack", "shared_const_demo"]
+SEEDS = ["0", "1"]
+
+
+def digests_under(seed: str) -> dict:
+    env = dict(os.environ, PYTHONHASHSEED=seed)
+    proc = subprocess.run([sys.executable, SCRIPT, *CASES], env=env, capture_output=True, text=True,
+                          timeout=600)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+@pytest.fixture(scope="module")
+def runs() -> dict:
+    return {seed: digests_under(seed) for seed in SEEDS}
+
+
+def test_pte_bytes_equal_the_reference_in_every_process(runs):
+    for seed, cases in runs.items():
+        for case, impls in cases.items():
+            assert impls["fastlower"]["pte"] == impls["reference"]["pte"], (seed, case)
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_pte_bytes_do_not_depend_on_the_hash_seed(runs, case):
+    reference = {runs[s][case]["reference"]["pte"] for s in SEEDS}
+    fastlower = {runs[s][case]["fastlower"]["pte"] for s in SEEDS}
+    assert len(reference) == 1, "the reference's .pte depends on the seed: compare per seed instead"
+    assert len(fastlower) == 1
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_layout_matches_the_reference_under_each_seed(runs, case):
+    for seed in SEEDS:
+        assert runs[seed][case]["fastlower"]["layout"] == runs[seed][case]["reference"]["layout"], seed
+    if len({json.dumps(runs[s][case]["reference"]["layout"]) for s in SEEDS}) == 1:
+        assert len({json.dumps(runs[s][case]["fastlower"]["layout"]) for s in SEEDS}) == 1
+
+
+def test_duplication_order_depends_on_the_seed_in_the_reference(runs):
+    """The documented fact: the copies' order follows the seed (fastlower follows the reference)."""
+    layouts = [runs[s]["shared_param_xnnpack"]["reference"]["layout"][0][1] for s in SEEDS]
+    assert sorted(layouts[0]) == sorted(layouts[1]) == ["p_lin_bias_copy_0", "p_lin_weight_copy_0"]
+    assert layouts[0] != layouts[1]
