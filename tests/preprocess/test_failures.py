@@ -2,6 +2,7 @@
 worker left running."""
 
 import os
+import signal
 
 import pytest
 from executorch.exir.backend.compile_spec_schema import CompileSpec
@@ -56,9 +57,14 @@ def test_ctrl_c_stops_every_worker():
     children_before = child_processes()
     program = edge_blocks(4)
     before = snapshot(program)
-    with pp.options(workers=2), pytest.raises(KeyboardInterrupt):
-        fastlower.to_backend(program, LinearPartitioner(
-            specs_for=_at(0, "interrupt", str(os.getpid()).encode())))
+    # Python's own Ctrl-C handler (another suite's fixture may have replaced it)
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        with pp.options(workers=2), pytest.raises(KeyboardInterrupt):
+            fastlower.to_backend(program, LinearPartitioner(
+                specs_for=_at(0, "interrupt", str(os.getpid()).encode())))
+    finally:
+        signal.signal(signal.SIGINT, previous)
     assert_unchanged(program, before)
     assert not new_children(children_before)
 
