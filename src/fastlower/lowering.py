@@ -18,12 +18,14 @@ from torch.export.exported_program import (
 from . import errors, state
 from ._twin.fusion import OP_PLACEHOLDER
 from .apply import GraphBuilder, Partition, SignatureIndex
-from .backends import copy_for_backend, find_backend, lower_one, make_lowered_module
+from .backends import copy_for_backend, find_backend, make_lowered_module
 from .edits import PartitionerEdits, find_edits
 from .encode import Interner, encode_graph, structure_arrays, taken_lowered_indices
 from .partitioners import accelerated as native_partitioners
 from .programs import lazy_module_copy, unvalidated_program
 from .plan import GraphPlan, first_difference, iter_partitions, plan_program
+from .preprocess.jobs import PreprocessJob, overrides_preprocess_multimethod
+from .preprocess.run import preprocess_partitions
 from .report import LoweringReport
 
 log = logging.getLogger(__name__)
@@ -183,10 +185,18 @@ def _spec(lowering: MethodLowering, part: Partition):
 
 
 def _lower_single(lowering: MethodLowering, report: LoweringReport) -> None:
+    # --- parallel / cached preprocess (fastlower.preprocess) ---
+    jobs = []
     for part in lowering.partitions:
         spec = _spec(lowering, part)
-        part.lowered = lower_one(spec.backend_id, part.program, spec.compile_specs,
-                                 report.preprocess_time([part]))
+        jobs.append(PreprocessJob(len(jobs), spec.backend_id, find_backend(spec.backend_id),
+                                  part.program, spec.compile_specs, part.tag, lowering.name,
+                                  backend_copy_hook=False, partition=part))
+    with report.external_time("backend"):
+        results = preprocess_partitions(jobs, report)
+    for part, job, result in zip(lowering.partitions, jobs, results):
+        part.lowered = make_lowered_module(part.program, job.backend_id, result,
+                                           job.compile_specs)
 
 
 def _lower_multi(lowerings: List[MethodLowering], report: LoweringReport) -> None:
@@ -205,10 +215,23 @@ def _lower_multi(lowerings: List[MethodLowering], report: LoweringReport) -> Non
             backend_id = _spec(lowering, part).backend_id
             by_backend[backend_id].setdefault(lowering.name, []).append(part)
     specs_of = {lowering.name: lowering.result.partition_tags for lowering in lowerings}
+    # --- parallel / cached preprocess (fastlower.preprocess): backends that keep the
+    # default preprocess_multimethod (preprocess per partition) become one batch of
+    # jobs; an override is called once per backend, in order, as the reference does
+    jobs: List[PreprocessJob] = []
+    job_parts: List[Partition] = []
     for backend_id, per_method in by_backend.items():
         cls = find_backend(backend_id)
         specs = {m: [specs_of[m][p.tag].compile_specs for p in parts]
                  for m, parts in per_method.items()}
+        if not overrides_preprocess_multimethod(cls):
+            for m, parts in per_method.items():
+                for part, compile_specs in zip(parts, specs[m]):
+                    jobs.append(PreprocessJob(len(jobs), backend_id, cls, part.program,
+                                              compile_specs, part.tag, m, backend_copy_hook=True,
+                                              partition=part))
+                    job_parts.append(part)
+            continue
         programs = {m: [copy_for_backend(cls, p.program, s) for p, s in zip(parts, specs[m])]
                     for m, parts in per_method.items()}
         with report.preprocess_time([p for parts in per_method.values() for p in parts]):
@@ -216,6 +239,12 @@ def _lower_multi(lowerings: List[MethodLowering], report: LoweringReport) -> Non
         for m, method_results in results.items():
             for part, result, compile_specs in zip(per_method[m], method_results, specs[m]):
                 part.lowered = make_lowered_module(part.program, backend_id, result, compile_specs)
+    with report.external_time("backend"):
+        batch = preprocess_partitions(jobs, report)
+    for part, job, result in zip(job_parts, jobs, batch):
+        part.lowered = make_lowered_module(part.program, job.backend_id, result,
+                                           job.compile_specs)
+    for backend_id, per_method in by_backend.items():
         for m, parts in per_method.items():
             for part in parts:
                 part.builder.sim.insert_delegate(part.pid)

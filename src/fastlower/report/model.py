@@ -119,6 +119,12 @@ class LoweringReport:
     partition_records: List[PartitionRecord] = field(default_factory=list)
     operators: List[OperatorRecord] = field(default_factory=list)
     not_delegated: List[UndelegatedNode] = field(default_factory=list)
+    # where preprocess ran ("serial", "fork pool, N workers", "executor <type>"),
+    # preprocess-cache hits and misses per backend id, and the time spent on keys
+    preprocess_runner: str = ""
+    cache_hits: Dict[str, int] = field(default_factory=dict)
+    cache_misses: Dict[str, int] = field(default_factory=dict)
+    cache_key_seconds: float = 0.0
     # per partition object id, filled while lowering, read by ``finish``
     _preprocess_seconds: Dict[int, float] = field(default_factory=dict, repr=False)
     _cache_hits: Dict[int, bool] = field(default_factory=dict, repr=False)
@@ -152,9 +158,15 @@ class LoweringReport:
             for part in parts:
                 self._preprocess_seconds[id(part)] = self._preprocess_seconds.get(id(part), 0) + share
 
-    def note_cache(self, partition: object, hit: bool) -> None:
-        """Record whether ``partition``'s preprocess result came from the cache."""
-        self._cache_hits[id(partition)] = hit
+    def record_preprocess(self, partition: object, backend: str, seconds: float,
+                          cache_hit: Optional[bool]) -> None:
+        """One partition's preprocess: its time, and whether the cache answered (None: no cache)."""
+        self._preprocess_seconds[id(partition)] = self._preprocess_seconds.get(id(partition), 0.0) \
+            + seconds
+        if cache_hit is not None:
+            self._cache_hits[id(partition)] = cache_hit
+            counts = self.cache_hits if cache_hit else self.cache_misses
+            counts[backend] = counts.get(backend, 0) + 1
 
     @property
     def own_seconds(self) -> float:
@@ -199,7 +211,19 @@ class LoweringReport:
                 f"delegated call_function nodes: {self.delegated_nodes}/{self.total_nodes} "
                 f"({100 * self.delegated_share:.1f}%)\n"
                 f"fastlower time: {self.seconds:.3f}s ({phases})\n"
-                f"  of which: lowering machinery {self.own_seconds:.3f}s{external}")
+                f"  of which: lowering machinery {self.own_seconds:.3f}s{external}"
+                + self._format_preprocess())
+
+    def _format_preprocess(self) -> str:
+        if not self.preprocess_runner:
+            return ""
+        text = f"\npreprocess: {self.preprocess_runner}"
+        backends = list(dict.fromkeys(list(self.cache_hits) + list(self.cache_misses)))
+        if backends:
+            text += "; cache: " + ", ".join(
+                f"{b} {self.cache_hits.get(b, 0)} hits / {self.cache_misses.get(b, 0)} misses"
+                for b in backends) + f" (keys {self.cache_key_seconds:.3f}s)"
+        return text
 
     def summary(self) -> str:
         """Tables for a log or a terminal (see ``fastlower.report.text``)."""

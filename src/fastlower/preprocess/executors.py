@@ -1,0 +1,163 @@
+"""Where partitions are preprocessed: in this process, a fork pool, or any ``Executor``.
+
+Each runner takes the jobs and a ``done(job, result, seconds)`` callback, calls
+it once per job as results arrive, and returns when all are done. On the first
+failure it stops every other job, and raises:
+
+* the backend's own exception as :func:`failures.backend_error` makes it
+  (same class, the partition's tag and backend in the message);
+* :class:`failures.WorkerDiedError` when a worker process dies;
+* ``KeyboardInterrupt`` as it came.
+
+No worker process outlives a runner: the fork pool's workers are killed on any
+failure and joined in every case.
+"""
+
+from __future__ import annotations
+
+import logging
+import multiprocessing
+import os
+import signal
+from concurrent.futures import (
+    FIRST_COMPLETED, Executor, Future, ProcessPoolExecutor, wait,
+)
+from concurrent.futures.process import BrokenProcessPool
+from typing import Callable, Dict, List, Optional, Sequence
+
+from executorch.exir.backend.backend_details import PreprocessResult
+
+from .failures import WorkerDiedError, backend_error, describe_exit
+from .jobs import PreprocessJob, call_preprocess
+from .transport import run_wire_job, to_wire
+
+log = logging.getLogger(__name__)
+
+Done = Callable[[PreprocessJob, PreprocessResult, float], None]
+
+
+def run_serial(jobs: Sequence[PreprocessJob], done: Done) -> None:
+    """One job after another in this process."""
+    for job in jobs:
+        try:
+            result, seconds = call_preprocess(job)
+        except Exception as exc:
+            raise backend_error(exc, job.tag, job.backend_id, job.method) from exc
+        done(job, result, seconds)
+
+
+# --- the fork pool ----------------------------------------------------------------
+# Workers are forked after the partition programs exist and find their job by
+# index in this list: programs are never pickled, and their pages are shared
+# copy-on-write with the caller.
+_INHERITED: List[PreprocessJob] = []
+_STARTED = None  # shared int array: pid of the worker that started job i, 0 if none
+
+
+def _worker_start() -> None:
+    # the caller decides on Ctrl-C and kills the workers; one torch thread per
+    # worker so N workers do not oversubscribe the cores
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    import torch
+
+    torch.set_num_threads(1)
+
+
+def _run_inherited(position: int):
+    _STARTED[position] = os.getpid()
+    job = _INHERITED[position]
+    result, seconds = call_preprocess(job)
+    return position, result, seconds
+
+
+def _kill(processes) -> None:
+    for proc in processes:
+        if proc.is_alive():
+            proc.kill()
+    for proc in processes:
+        proc.join(timeout=10)
+
+
+def _died(jobs: Sequence[PreprocessJob], finished: set, processes: Dict[int, object]) -> WorkerDiedError:
+    """Which partitions were running in a worker that died, and how it died."""
+    for proc in processes.values():
+        proc.join(timeout=10)
+    running = [(i, _STARTED[i]) for i in range(len(jobs)) if _STARTED[i] and i not in finished]
+    exits = {pid: getattr(processes.get(pid), "exitcode", None) for _, pid in running}
+    # the pool terminates the surviving workers with SIGTERM after one dies:
+    # the culprit is the one that died otherwise, if any did
+    culprits = [(i, pid) for i, pid in running if exits[pid] not in (None, 0, -signal.SIGTERM)]
+    culprits = culprits or running
+    if not culprits:
+        return WorkerDiedError("a preprocess worker process died before starting a partition",
+                               [])
+    described = "; ".join(f"{jobs[i].describe()} in worker {pid} ({describe_exit(exits[pid])})"
+                          for i, pid in culprits)
+    return WorkerDiedError(f"a preprocess worker process died: {described}",
+                           [jobs[i].tag for i, _ in culprits])
+
+
+def run_fork_pool(jobs: Sequence[PreprocessJob], workers: int, done: Done) -> None:
+    """The jobs on ``workers`` forked processes (``ProcessPoolExecutor``, fork context)."""
+    global _INHERITED, _STARTED
+    context = multiprocessing.get_context("fork")
+    _INHERITED = list(jobs)
+    _STARTED = context.Array("i", len(jobs), lock=False)
+    pool = ProcessPoolExecutor(max_workers=min(workers, len(jobs)), mp_context=context,
+                               initializer=_worker_start)
+    processes: Dict[int, object] = {}
+    finished: set = set()
+    try:
+        pending: Dict[Future, int] = {pool.submit(_run_inherited, i): i for i in range(len(jobs))}
+        # with the fork context every worker is started on the first submit
+        processes = dict(getattr(pool, "_processes", {}) or {})
+        while pending:
+            ready, _ = wait(pending, return_when=FIRST_COMPLETED)
+            for future in ready:
+                position = pending.pop(future)
+                job = jobs[position]
+                try:
+                    _, result, seconds = future.result()
+                except BrokenProcessPool:
+                    raise _died(jobs, finished, processes) from None
+                except Exception as exc:
+                    raise backend_error(exc, job.tag, job.backend_id, job.method) from exc
+                finished.add(position)
+                done(job, result, seconds)
+    except BaseException:
+        processes.update(getattr(pool, "_processes", {}) or {})
+        _kill(list(processes.values()))
+        raise
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
+        _INHERITED, _STARTED = [], None
+
+
+def run_on_executor(jobs: Sequence[PreprocessJob], executor: Executor, done: Done) -> None:
+    """The jobs on a user's ``Executor``; programs travel serialized (see ``transport``)."""
+    pending: Dict[Future, PreprocessJob] = {}
+    try:
+        for job in jobs:
+            pending[executor.submit(run_wire_job, to_wire(job))] = job
+        while pending:
+            ready, _ = wait(pending, return_when=FIRST_COMPLETED)
+            for future in ready:
+                job = pending.pop(future)
+                try:
+                    _, result, seconds = future.result()
+                except Exception as exc:
+                    raise backend_error(exc, job.tag, job.backend_id, job.method) from exc
+                done(job, result, seconds)
+    except BaseException:
+        for future in pending:
+            future.cancel()
+        raise
+
+
+def choose_runner(workers: int, executor: Optional[Executor], parallel_jobs: int) -> str:
+    """``"executor"``, ``"fork"`` or ``"serial"`` for this many parallelisable jobs."""
+    if executor is not None and parallel_jobs > 0:
+        return "executor"
+    if workers > 1 and parallel_jobs > 1 and hasattr(os, "fork"):
+        return "fork"
+    return "serial"

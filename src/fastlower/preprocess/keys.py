@@ -1,0 +1,255 @@
+"""The cache key of one partition's preprocess: everything that can change the backend's output.
+
+**In the key** (hashed with xxh3-128; tensor bytes hashed separately, once per tensor object):
+
+* the backend id, and the backend class's module and qualified name;
+* a digest of the source files of the package that defines the backend class:
+  every file (any extension, ``__pycache__`` excluded) under the directory of
+  the class's module, recursively (for XNNPACK ``executorch/backends/xnnpack/``,
+  including its flatbuffer schemas). A class defined in a top-level module
+  (no package) digests that one file. Computed once per directory per process;
+* the torch, executorch and fastlower versions, and the cache's entry format;
+* the compile specs (key and value bytes, in order) and which copy the
+  reference makes before ``preprocess`` (plain, or the backend's
+  ``copy_exported_program_for_preprocess``);
+* the partition program in a canonical form: per node in graph order its op,
+  name, target (qualified name), args and kwargs (nodes by name, constants by
+  value, tensors by content) and every ``meta`` entry except ``from_node`` and
+  ``seq_nr`` (below): ``val`` / ``tensor_meta`` as shape, dtype, stride, device and
+  ``requires_grad``; ``debug_handle``, ``stack_trace``, ``nn_module_stack``,
+  ``delegation_tag``, ``torch_fn``, partitioner configs ... as values; then
+  nested graphs (``cond``/``map`` bodies) and nested lowered modules (backend
+  id, compile specs, processed bytes, their graph); the graph signature, the
+  range constraints, the module call graph, and the name, dtype, shape, stride
+  and bytes of every ``state_dict`` entry and constant.
+
+**Not in the key**:
+
+* ``meta["from_node"]`` (pass provenance: it records ``id()`` of graphs, which
+  differs in every process, so keeping it would make every lookup a miss) and
+  ``meta["seq_nr"]`` (autograd's process-wide sequence counter at export time:
+  it differs between two exports of the same model);
+* object addresses (``0x...``) inside the ``repr`` of meta values of types
+  the canonical form does not know (such values are keyed by type and ``repr``);
+* anything outside the partition program: environment variables, files the
+  backend reads, libraries other than torch/executorch/fastlower and the
+  backend's own package (a backend in ``mypkg/`` that depends on ``otherpkg``
+  is not re-keyed when ``otherpkg`` changes: clear the cache, or set
+  ``FASTLOWER_CACHE_VERIFY=1``);
+* the caller's program outside the partition, and the other partitions.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import functools
+import importlib
+import importlib.metadata
+import re
+import sys
+from pathlib import Path
+from typing import Any, Dict, List, Optional, Tuple
+
+import torch
+import xxhash
+from torch.fx.node import _get_qualified_name
+from torch.export import ExportedProgram
+
+from .jobs import PreprocessJob
+
+ENTRY_FORMAT = 1
+TensorDigests = Dict[int, Tuple[torch.Tensor, str]]
+_ADDRESS = re.compile(r" at 0x[0-9a-fA-F]+|0x[0-9a-fA-F]{6,}")
+_SKIPPED_META = frozenset({"from_node", "seq_nr"})
+
+
+@functools.lru_cache(maxsize=None)
+def versions() -> str:
+    """torch, executorch and fastlower versions and the entry format, as one string."""
+    def version(dist: str) -> str:
+        try:
+            return importlib.metadata.version(dist)
+        except importlib.metadata.PackageNotFoundError:
+            return "unknown"
+    return (f"torch={torch.__version__};executorch={version('executorch')};"
+            f"fastlower={version('fastlower')};format={ENTRY_FORMAT}")
+
+
+def _source_root(module_name: str) -> List[Path]:
+    module = sys.modules.get(module_name) or importlib.import_module(module_name)
+    file = getattr(module, "__file__", None)
+    if not file:
+        return []
+    path = Path(file).resolve()
+    if "." not in module_name and not hasattr(module, "__path__"):
+        return [path]  # a top-level module: that file alone
+    return [path.parent]
+
+
+@functools.lru_cache(maxsize=None)
+def _directory_digest(root: Path) -> str:
+    hasher = xxhash.xxh3_128()
+    files = [root] if root.is_file() else sorted(
+        p for p in root.rglob("*") if p.is_file() and "__pycache__" not in p.parts)
+    for path in files:
+        hasher.update(str(path.relative_to(root.parent)).encode() + b"\0")
+        hasher.update(path.read_bytes())
+        hasher.update(b"\0")
+    return hasher.hexdigest()
+
+
+def source_digest(backend: type) -> str:
+    """Digest of the source files of the package defining ``backend`` (cached per process)."""
+    roots = _source_root(backend.__module__)
+    if not roots:
+        return f"no-source:{backend.__module__}"
+    return _directory_digest(roots[0])
+
+
+def clear_source_digests() -> None:
+    """Forget the per-process source digests (after editing a backend's source in place)."""
+    _directory_digest.cache_clear()
+
+
+class Canonical:
+    """Writes a program in canonical form into a hasher; tensor digests memoized by object."""
+
+    def __init__(self, tensor_digests: Optional[TensorDigests] = None):
+        self.hasher = xxhash.xxh3_128()
+        # by id(); each entry holds its tensor so the id stays unique while memoized
+        self.tensor_digests: TensorDigests = tensor_digests if tensor_digests is not None else {}
+
+    def write(self, text: str) -> None:
+        self.hasher.update(text.encode("utf-8", "surrogatepass"))
+        self.hasher.update(b"\x1f")
+
+    # --- values ------------------------------------------------------------------
+    def tensor_digest(self, tensor: torch.Tensor) -> str:
+        known = self.tensor_digests.get(id(tensor))
+        if known is not None:
+            return known[1]
+        hasher = xxhash.xxh3_128()
+        plain = tensor.detach()
+        if plain.layout == torch.strided and not plain.is_quantized:
+            data = plain.contiguous().cpu().reshape(-1)
+            if data.numel():
+                hasher.update(data.view(torch.uint8).numpy().data)
+        else:  # sparse, quantized: their serialized form
+            import io
+            buffer = io.BytesIO()
+            torch.save(plain, buffer)
+            hasher.update(buffer.getvalue())
+        digest = hasher.hexdigest()
+        self.tensor_digests[id(tensor)] = (tensor, digest)
+        return digest
+
+    def tensor(self, t: torch.Tensor, with_data: bool) -> str:
+        layout = (f"{type(t).__name__}({tuple(t.shape)},{t.dtype},{t.layout},{t.device},"
+                  f"rg={t.requires_grad}")
+        if t.layout == torch.strided:
+            layout += f",{t.stride()}"
+        if with_data and not _is_fake(t):
+            layout += f",data={self.tensor_digest(t)}"
+        return layout + ")"
+
+    def value(self, v: Any) -> str:
+        if v is None or isinstance(v, (bool, int, float, str, bytes)):
+            return repr(v)
+        if isinstance(v, torch.fx.Node):
+            return f"%{v.name}"
+        if isinstance(v, torch.Tensor):
+            return self.tensor(v, with_data=True)
+        if isinstance(v, (list, tuple)):
+            return f"{type(v).__name__}[{','.join(self.value(x) for x in v)}]"
+        if isinstance(v, dict):
+            return "{" + ",".join(f"{self.value(k)}:{self.value(x)}" for k, x in v.items()) + "}"
+        if isinstance(v, (torch.dtype, torch.device, torch.layout, torch.memory_format,
+                          torch.SymInt, torch.SymFloat, torch.SymBool)):
+            return str(v)
+        if isinstance(v, enum.Enum):
+            return f"{type(v).__qualname__}.{v.name}"
+        if isinstance(v, (set, frozenset)):
+            return f"set[{','.join(sorted(self.value(x) for x in v))}]"
+        if dataclasses.is_dataclass(v) and not isinstance(v, type):
+            inner = ",".join(f"{f.name}={self.value(getattr(v, f.name))}"
+                             for f in dataclasses.fields(v))
+            return f"{type(v).__qualname__}({inner})"
+        if callable(v):
+            try:
+                return f"fn:{_get_qualified_name(v)}"
+            except Exception:
+                pass
+        return f"{type(v).__qualname__}:{_ADDRESS.sub('', repr(v))}"
+
+    # --- programs ----------------------------------------------------------------
+    def graph(self, gm: torch.fx.GraphModule) -> None:
+        for node in gm.graph.nodes:
+            target = node.target if isinstance(node.target, str) else self.value(node.target)
+            self.write(f"{node.op}|{node.name}|{target}|{self.value(node.args)}|"
+                       f"{self.value(node.kwargs)}")
+            for key in sorted(node.meta):
+                if key not in _SKIPPED_META:
+                    self.write(f"meta:{key}={self.meta_value(node.meta[key])}")
+            if node.op == "get_attr":
+                self.attribute(gm, node.target)
+
+    def meta_value(self, v: Any) -> str:
+        # fake tensors: shape, dtype, stride, device only; real tensors by content
+        if isinstance(v, torch.Tensor):
+            return self.tensor(v, with_data=not _is_fake(v))
+        if isinstance(v, (list, tuple)):
+            return f"{type(v).__name__}[{','.join(self.meta_value(x) for x in v)}]"
+        if isinstance(v, dict):
+            return "{" + ",".join(f"{self.value(k)}:{self.meta_value(x)}"
+                                  for k, x in v.items()) + "}"
+        return self.value(v)
+
+    def attribute(self, gm: torch.fx.GraphModule, target: str) -> None:
+        obj: Any = gm
+        for part in target.split("."):
+            obj = getattr(obj, part, None)
+        from executorch.exir.lowered_backend_module import LoweredBackendModule
+
+        if isinstance(obj, LoweredBackendModule):
+            self.write(f"lowered:{obj.backend_id}|{self.value(list(obj.compile_specs))}|"
+                       f"{xxhash.xxh3_128_hexdigest(obj.processed_bytes)}")
+            self.program(obj.original_module)
+        elif isinstance(obj, torch.fx.GraphModule):
+            self.write(f"subgraph:{target}")
+            self.graph(obj)
+            self.write(f"end:{target}")
+        elif isinstance(obj, torch.Tensor):
+            self.write(f"attr:{target}={self.tensor(obj, with_data=True)}")
+        else:
+            self.write(f"attr:{target}={self.value(obj)}")
+
+    def program(self, program: ExportedProgram) -> None:
+        self.graph(program.graph_module)
+        self.write(f"signature:{program.graph_signature}")
+        self.write(f"ranges:{_ADDRESS.sub('', str(program.range_constraints))}")
+        self.write(f"calls:{self.value(program.module_call_graph)}")
+        for name, tensor in program.state_dict.items():
+            self.write(f"state:{name}={self.tensor(tensor, with_data=True)}")
+        for name, value in program.constants.items():
+            self.write(f"constant:{name}={self.value(value)}")
+
+
+def _is_fake(t: torch.Tensor) -> bool:
+    from torch._subclasses.fake_tensor import FakeTensor
+
+    return isinstance(t, FakeTensor) or t.device.type == "meta"
+
+
+def cache_key(job: PreprocessJob, tensor_digests: Optional[TensorDigests] = None) -> str:
+    """The job's key: hex digest over everything listed in this module's docstring."""
+    canonical = Canonical(tensor_digests)
+    backend = job.backend
+    canonical.write(f"backend:{job.backend_id}|{backend.__module__}.{backend.__qualname__}")
+    canonical.write(f"source:{source_digest(backend)}")
+    canonical.write(f"versions:{versions()}")
+    canonical.write(f"copy:{'backend-hook' if job.backend_copy_hook else 'plain'}")
+    canonical.write("specs:" + ",".join(f"{s.key}={bytes(s.value).hex()}"
+                                        for s in job.compile_specs))
+    canonical.program(job.program)
+    return canonical.hasher.hexdigest()

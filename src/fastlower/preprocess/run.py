@@ -1,0 +1,124 @@
+"""Preprocess a lowering's partitions: cache look-up, then serial, fork pool or executor.
+
+``lowering.py`` calls :func:`preprocess_partitions` with every partition of a
+lowering that goes through a backend's ``preprocess`` (all of them on the
+single-program path; on the multi-method path those of backends that keep
+``BackendDetails.preprocess_multimethod``, whose default calls ``preprocess``
+per partition). Results come back in the jobs' order, whatever order they
+were computed in, so the lowered program is assembled exactly as before.
+
+Backends that override ``preprocess_multimethod`` may share state between
+their partitions: their jobs run serially, in order, in this process, and
+are neither cached nor sent to workers.
+"""
+
+from __future__ import annotations
+
+import time
+import warnings
+from typing import Dict, List, Optional, Sequence
+
+from executorch.exir.backend.backend_details import PreprocessResult
+
+from .cache import CacheWarning, PreprocessCache, same_result
+from .executors import choose_runner, run_fork_pool, run_on_executor, run_serial
+from .failures import CacheVerificationError
+from .jobs import PreprocessJob
+from .keys import TensorDigests, cache_key
+from .settings import ResolvedOptions, resolve
+from .progress import partition_bar
+
+
+def _runner_label(runner: str, opts: ResolvedOptions, parallel: int) -> str:
+    if runner == "fork":
+        return f"fork pool, {min(opts.workers, parallel)} workers"
+    if runner == "executor":
+        return f"executor {type(opts.executor).__name__}"
+    return "serial"
+
+
+def _open_cache(opts: ResolvedOptions) -> Optional[PreprocessCache]:
+    """The cache, or ``None`` when off or when its directory cannot be used (one warning)."""
+    if opts.cache_dir is None:
+        return None
+    try:
+        return PreprocessCache(opts.cache_dir, opts.cache_size)
+    except Exception as exc:
+        warnings.warn(f"fastlower: preprocess cache {opts.cache_dir} cannot be opened ({exc!r}); "
+                      "lowering without it", CacheWarning, stacklevel=3)
+        return None
+
+
+def preprocess_partitions(jobs: Sequence[PreprocessJob], report) -> List[PreprocessResult]:
+    """Each job's ``PreprocessResult``, in the jobs' order (``job.index`` = position)."""
+    opts = resolve()
+    results: List[Optional[PreprocessResult]] = [None] * len(jobs)
+    seconds: List[float] = [0.0] * len(jobs)
+    hit: List[Optional[bool]] = [None] * len(jobs)
+    cache = _open_cache(opts)
+    keys: Dict[int, str] = {}
+    cached: Dict[int, PreprocessResult] = {}
+    try:
+        if cache is not None:
+            start = time.perf_counter()
+            digests: TensorDigests = {}
+            for job in jobs:
+                if job.parallel_ok:
+                    keys[job.index] = cache_key(job, digests)
+            report.cache_key_seconds += time.perf_counter() - start
+            for index, key in keys.items():
+                found = cache.get(key)
+                if found is not None:
+                    cached[index] = found
+        to_run = [j for j in jobs if j.index not in cached or opts.verify]
+
+        def done(job: PreprocessJob, result: PreprocessResult, took: float) -> None:
+            i = job.index
+            seconds[i] = took
+            if i in cached:  # verify mode: the fresh result must equal the cached one
+                if not same_result(cached[i], result):
+                    raise CacheVerificationError(
+                        f"the cached preprocess result of {job.describe()} differs from a fresh "
+                        f"preprocess (key {keys[i]}, cache {opts.cache_dir}); the backend is not "
+                        "deterministic or its key misses an input")
+                result = cached[i]
+            elif cache is not None and i in keys:
+                cache.put(keys[i], result)
+            results[i] = result
+            hit[i] = (i in cached) if i in keys else None
+            bar.update(1)
+
+        parallel = [j for j in to_run if j.parallel_ok]
+        serial = [j for j in to_run if not j.parallel_ok]
+        runner = choose_runner(opts.workers, opts.executor, len(parallel))
+        report.preprocess_runner = _runner_label(runner, opts, len(parallel))
+        with partition_bar(len(jobs), opts.progress) as bar:
+            for index in cached:
+                if not opts.verify:
+                    results[index], hit[index] = cached[index], True
+                    bar.update(1)
+            if runner == "fork":
+                run_fork_pool(parallel, opts.workers, done)
+            elif runner == "executor":
+                run_on_executor(parallel, opts.executor, done)
+            else:
+                run_serial(parallel, done)
+            run_serial(serial, done)
+    finally:
+        if cache is not None:
+            if cache.damaged:
+                warnings.warn(
+                    f"fastlower: {len(cache.damaged)} damaged preprocess cache entr"
+                    f"{'y' if len(cache.damaged) == 1 else 'ies'} in {opts.cache_dir} treated "
+                    f"as misses and dropped ({'; '.join(cache.damaged[:3])})", CacheWarning,
+                    stacklevel=2)
+            if cache.write_errors:
+                warnings.warn(
+                    f"fastlower: {len(cache.write_errors)} preprocess result(s) could not be "
+                    f"written to the cache {opts.cache_dir} ({cache.write_errors[0]})",
+                    CacheWarning, stacklevel=2)
+            cache.close()
+    for job in jobs:
+        report.record_preprocess(job.partition, job.backend_id, seconds[job.index],
+                                 hit[job.index])
+    return results

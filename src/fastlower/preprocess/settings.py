@@ -1,0 +1,136 @@
+"""How preprocess runs: workers, executor, cache; set in Python or by environment variables.
+
+``to_backend`` mirrors the reference's signature, so it takes no new arguments.
+The settings live here instead, beside ``fastlower.strict_tags()``:
+
+.. code-block:: python
+
+    with fastlower.preprocess.options(workers=4, cache_dir="~/.cache/fastlower"):
+        fastlower.to_backend(program, partitioner)
+
+A setting left ``None`` falls back to its environment variable, then to the default:
+
+=================  ==========================  =========================================
+option             environment variable        default
+=================  ==========================  =========================================
+``workers``        ``FASTLOWER_WORKERS=N``     usable cores (``os.sched_getaffinity``) on
+                                               Linux, 1 (serial) elsewhere
+``executor``       (none)                      fastlower's fork pool of ``workers``
+                                               processes
+``cache_dir``      ``FASTLOWER_CACHE_DIR=DIR`` no cache
+``cache_size``     ``FASTLOWER_CACHE_SIZE=B``  2 GB (bytes; least-recently-used eviction)
+``verify``         ``FASTLOWER_CACHE_VERIFY=1`` off: a hit is trusted
+``progress``       ``FASTLOWER_PROGRESS=1``    a bar only when stderr is a terminal
+=================  ==========================  =========================================
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from concurrent.futures import Executor
+from contextlib import contextmanager
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Iterator, Optional, Union
+
+DEFAULT_CACHE_SIZE = 2 * 1024 ** 3
+
+
+@dataclass(frozen=True)
+class PreprocessOptions:
+    """Preprocess settings; ``None`` means: the environment variable, else the default."""
+
+    workers: Optional[int] = None
+    executor: Optional[Executor] = None
+    cache_dir: Optional[Union[str, Path]] = None
+    cache_size: Optional[int] = None
+    verify: Optional[bool] = None
+    progress: Optional[bool] = None
+
+
+_CURRENT = PreprocessOptions()
+
+
+def _env_flag(name: str) -> bool:
+    return os.environ.get(name, "").strip().lower() in ("1", "true", "yes", "on")
+
+
+def default_workers() -> int:
+    """The usable cores on Linux; 1 (serial) on other systems."""
+    if sys.platform.startswith("linux") and hasattr(os, "sched_getaffinity"):
+        return max(1, len(os.sched_getaffinity(0)))
+    return 1
+
+
+@dataclass(frozen=True)
+class ResolvedOptions:
+    """The settings in force for one lowering, environment and defaults applied."""
+
+    workers: int
+    executor: Optional[Executor]
+    cache_dir: Optional[Path]
+    cache_size: int
+    verify: bool
+    progress: bool
+
+
+def resolve() -> ResolvedOptions:
+    """The settings for the lowering about to run."""
+    opts = _CURRENT
+    workers = opts.workers
+    if workers is None:
+        env = os.environ.get("FASTLOWER_WORKERS", "").strip()
+        workers = int(env) if env else default_workers()
+    if workers < 1:
+        raise ValueError(f"preprocess workers must be >= 1, got {workers}")
+    cache_dir = opts.cache_dir if opts.cache_dir is not None else (
+        os.environ.get("FASTLOWER_CACHE_DIR") or None)
+    cache_size = opts.cache_size
+    if cache_size is None:
+        env = os.environ.get("FASTLOWER_CACHE_SIZE", "").strip()
+        cache_size = int(env) if env else DEFAULT_CACHE_SIZE
+    verify = opts.verify if opts.verify is not None else _env_flag("FASTLOWER_CACHE_VERIFY")
+    progress = opts.progress if opts.progress is not None else (
+        _env_flag("FASTLOWER_PROGRESS") or sys.stderr.isatty())
+    return ResolvedOptions(
+        workers=workers, executor=opts.executor,
+        cache_dir=Path(cache_dir).expanduser() if cache_dir else None,
+        cache_size=cache_size, verify=verify, progress=progress)
+
+
+def current() -> PreprocessOptions:
+    """The options set in Python (not yet merged with the environment)."""
+    return _CURRENT
+
+
+def set_options(**changes) -> None:
+    """Changes the process-wide options (the same keywords as :func:`options`)."""
+    global _CURRENT
+    _CURRENT = replace(_CURRENT, **changes)
+
+
+@contextmanager
+def options(*, workers: Optional[int] = None, executor: Optional[Executor] = None,
+            cache_dir: Optional[Union[str, Path]] = None, cache_size: Optional[int] = None,
+            verify: Optional[bool] = None,
+            progress: Optional[bool] = None) -> Iterator[PreprocessOptions]:
+    """Preprocess settings inside the block; the previous ones are restored after it.
+
+    Only the keywords given change; ``None`` keeps the setting as it was.
+    ``workers=1`` is serial. ``executor`` is any ``concurrent.futures.Executor``
+    (for example ``distributed.Client(...).get_executor()``); partition programs
+    are then sent to it serialized. ``cache_dir`` turns the content-addressed
+    cache of preprocess results on; ``verify=True`` re-runs ``preprocess`` on
+    every hit and raises if the result differs.
+    """
+    global _CURRENT
+    previous = _CURRENT
+    requested = dict(workers=workers, executor=executor, cache_dir=cache_dir,
+                     cache_size=cache_size, verify=verify, progress=progress)
+    given = {k: v for k, v in requested.items() if v is not None}
+    _CURRENT = replace(previous, **given)
+    try:
+        yield _CURRENT
+    finally:
+        _CURRENT = previous

@@ -1,0 +1,119 @@
+"""The ``.pte`` is byte-identical with 1, 2 or N workers and on a Dask cluster (XNNPACK)."""
+
+import functools
+import logging
+import warnings
+
+import pytest
+
+import fastlower
+import fastlower.preprocess as pp
+
+from .helpers import (
+    LinearPartitioner, child_processes, edge_blocks, fingerprint, new_children,
+)
+
+
+def _pte(**opts) -> bytes:
+    from executorch.backends.xnnpack.partition.xnnpack_partitioner import XnnpackPartitioner
+
+    from fastlower.examples.llama import export_llama
+    from fastlower.patch import installed
+
+    manager, _ = export_llama(1)
+    with pp.options(**opts), installed(), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        logging.disable(logging.WARNING)
+        try:
+            lowered = manager.to_backend(XnnpackPartitioner())
+        finally:
+            logging.disable(logging.NOTSET)
+    return lowered.to_executorch().buffer
+
+
+@functools.lru_cache(maxsize=None)
+def _serial_pte() -> bytes:
+    return _pte(workers=1)
+
+
+@pytest.mark.parametrize("workers", [2, pytest.param(3, marks=pytest.mark.slow)])
+def test_xnnpack_pte_identical_with_workers(workers):
+    children_before = child_processes()
+    serial = _serial_pte()
+    assert _pte(workers=workers) == serial
+    assert fastlower.last_report().preprocess_runner == f"fork pool, {workers} workers"
+    assert not new_children(children_before)
+
+
+@pytest.fixture(scope="module")
+def dask_executor():
+    distributed = pytest.importorskip("distributed")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        cluster = distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+                                           host="127.0.0.1", dashboard_address=None)
+        client = distributed.Client(cluster)
+    try:
+        yield client.get_executor()
+    finally:
+        client.close()
+        cluster.close()
+
+
+def test_partition_programs_roundtrip_the_serializer():
+    from fastlower.preprocess.jobs import PreprocessJob
+    from fastlower.preprocess.transport import from_wire, to_wire
+
+    from .helpers import PreprocessTestEchoBackend, echo_bytes
+
+    captured = []
+    original = PreprocessTestEchoBackend.preprocess
+
+    def spy(program, specs):
+        captured.append(program)
+        return original(program, specs)
+
+    PreprocessTestEchoBackend.preprocess = staticmethod(spy)
+    try:
+        with pp.options(workers=1):
+            fastlower.to_backend(edge_blocks(3), LinearPartitioner())
+    finally:
+        PreprocessTestEchoBackend.preprocess = staticmethod(original)
+    assert len(captured) == 3
+    for program in captured:
+        job = PreprocessJob(0, "PreprocessTestEchoBackend", PreprocessTestEchoBackend, program,
+                            [], "tag0", "forward", False)
+        back = from_wire(to_wire(job))
+        assert back.backend is PreprocessTestEchoBackend
+        assert echo_bytes(back.program, []) == echo_bytes(program, [])
+        def nodes(p):
+            return [(n.name, n.op, str(n.target), repr(n.args), repr(n.kwargs),
+                     n.meta.get("debug_handle"), n.meta.get("delegation_tag"))
+                    for n in p.graph.nodes]
+
+        assert nodes(back.program) == nodes(program)
+        assert back.program.graph_module.code == program.graph_module.code
+
+
+def test_dask_cluster_gives_identical_results(dask_executor):
+    with pp.options(workers=1):
+        serial = fastlower.to_backend(edge_blocks(4), LinearPartitioner())
+    with pp.options(executor=dask_executor):
+        remote = fastlower.to_backend(edge_blocks(4), LinearPartitioner())
+    assert fastlower.last_report().preprocess_runner.startswith("executor ")
+    assert fingerprint(remote) == fingerprint(serial)
+
+
+def test_dask_cluster_xnnpack_pte_identical(dask_executor):
+    serial = _serial_pte()
+    assert _pte(executor=dask_executor) == serial
+    assert fastlower.last_report().preprocess_runner == "executor ClientExecutor"
+
+
+def test_dask_backend_error_keeps_its_class(dask_executor):
+    from executorch.exir.backend.compile_spec_schema import CompileSpec
+
+    specs = lambda k: [CompileSpec("fail", b"1")] if k == 1 else []  # noqa: E731
+    with pp.options(executor=dask_executor), pytest.raises(ValueError) as info:
+        fastlower.to_backend(edge_blocks(3), LinearPartitioner(specs_for=specs))
+    assert isinstance(info.value, pp.PreprocessError) and info.value.tag == "tag1"

@@ -1,0 +1,89 @@
+"""Failures in preprocess: typed, naming the partition; the caller's program unchanged; no
+worker left running."""
+
+import os
+import signal
+
+import pytest
+from executorch.exir.backend.compile_spec_schema import CompileSpec
+
+import fastlower
+import fastlower.preprocess as pp
+
+from .helpers import (
+    LinearPartitioner, assert_unchanged, child_processes, edge_blocks, new_children, snapshot,
+)
+
+BACKEND = "PreprocessTestEchoBackend"
+
+
+def _at(k_bad, key, value=b"1"):
+    return lambda k: [CompileSpec(key, value)] if k == k_bad else []
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_backend_error_keeps_its_class_and_names_the_partition(workers):
+    children_before = child_processes()
+    program = edge_blocks(4)
+    before = snapshot(program)
+    with pp.options(workers=workers), pytest.raises(ValueError) as info:
+        fastlower.to_backend(program, LinearPartitioner(specs_for=_at(2, "fail")))
+    err = info.value
+    assert isinstance(err, fastlower.FastlowerError) and isinstance(err, pp.PreprocessError)
+    assert (err.tag, err.backend_id, err.method) == ("tag2", BACKEND, "forward")
+    assert "echo backend asked to fail" in str(err)
+    assert "'tag2'" in str(err) and BACKEND in str(err)
+    assert type(err.__cause__) is ValueError
+    assert_unchanged(program, before)
+    assert not new_children(children_before)
+
+
+def test_worker_killed_by_a_signal_is_a_typed_error():
+    children_before = child_processes()
+    program = edge_blocks(4)
+    before = snapshot(program)
+    with pp.options(workers=2), pytest.raises(pp.WorkerDiedError) as info:
+        fastlower.to_backend(program, LinearPartitioner(
+            specs_for=_at(1, "kill", str(os.getpid()).encode())))
+    err = info.value
+    assert isinstance(err, fastlower.FastlowerError)
+    assert err.partitions == ["tag1"]
+    assert "'tag1'" in str(err) and "SIGKILL" in str(err)
+    assert_unchanged(program, before)
+    assert not new_children(children_before)
+
+
+def test_ctrl_c_stops_every_worker():
+    children_before = child_processes()
+    program = edge_blocks(4)
+    before = snapshot(program)
+    # Python's own Ctrl-C handler (another suite's fixture may have replaced it)
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        with pp.options(workers=2), pytest.raises(KeyboardInterrupt):
+            fastlower.to_backend(program, LinearPartitioner(
+                specs_for=_at(0, "interrupt", str(os.getpid()).encode())))
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    assert_unchanged(program, before)
+    assert not new_children(children_before)
+
+
+def test_lowering_works_again_after_a_failure():
+    children_before = child_processes()
+    with pp.options(workers=2), pytest.raises(pp.WorkerDiedError):
+        fastlower.to_backend(edge_blocks(3), LinearPartitioner(
+            specs_for=_at(0, "kill", str(os.getpid()).encode())))
+    with pp.options(workers=2):
+        fastlower.to_backend(edge_blocks(3), LinearPartitioner())
+    assert fastlower.last_report().preprocess_runner == "fork pool, 2 workers"
+    assert not new_children(children_before)
+
+
+def test_backend_error_subclass_is_reused_and_catchable_as_original():
+    err = pp.failures.backend_error(KeyError("k"), "t", "B", "forward")
+    again = pp.failures.backend_error(KeyError("j"), "t", "B", "forward")
+    assert type(err) is type(again)
+    assert isinstance(err, KeyError) and isinstance(err, pp.PreprocessError)
+    passthrough = KeyboardInterrupt()
+    assert pp.failures.backend_error(passthrough, "t", "B", "m") is passthrough

@@ -1,0 +1,119 @@
+"""Parallel preprocess gives the serial result, in the reference's order."""
+
+import os
+
+import pytest
+from executorch.exir.backend.compile_spec_schema import CompileSpec
+
+import fastlower
+import fastlower.preprocess as pp
+from fastlower.spec import MethodProgramsPartitionerSpec
+
+from .helpers import (
+    LinearPartitioner, PreprocessTestMultimethodBackend, child_processes, new_children, delegates,
+    edge_blocks, fingerprint,
+)
+
+
+def _specs(k):
+    return [CompileSpec("partition", str(k).encode())]
+
+
+def _lower(workers, program=None, **opts):
+    program = program if program is not None else edge_blocks(4)
+    with pp.options(workers=workers, **opts):
+        lowered = fastlower.to_backend(program, LinearPartitioner(specs_for=_specs))
+    return lowered, fastlower.last_report()
+
+
+def test_workers_give_the_serial_result():
+    children_before = child_processes()
+    serial, report = _lower(1)
+    assert report.preprocess_runner == "serial"
+    assert len(delegates(serial)) == 4
+    for workers in (2, 3):
+        parallel, report = _lower(workers)
+        assert report.preprocess_runner == f"fork pool, {workers} workers"
+        assert fingerprint(parallel) == fingerprint(serial)
+        assert [r["tag"] for r in report.preprocess_records] == [f"tag{k}" for k in range(4)]
+        assert all(r["preprocess_seconds"] > 0 and r["cache_hit"] is None
+                   for r in report.preprocess_records)
+    assert not new_children(children_before)
+
+
+def test_environment_sets_workers(monkeypatch):
+    monkeypatch.setenv("FASTLOWER_WORKERS", "2")
+    _, report = _lower(None)
+    assert report.preprocess_runner == "fork pool, 2 workers"
+    monkeypatch.setenv("FASTLOWER_WORKERS", "1")
+    _, report = _lower(None)
+    assert report.preprocess_runner == "serial"
+
+
+def test_default_workers_are_the_usable_cores(monkeypatch):
+    monkeypatch.delenv("FASTLOWER_WORKERS", raising=False)
+    assert pp.default_workers() == len(os.sched_getaffinity(0))
+    assert pp.settings.resolve().workers == pp.default_workers()
+
+
+def test_one_partition_stays_serial():
+    program = edge_blocks(1)
+    _, report = _lower(4, program)
+    assert report.preprocess_runner == "serial"
+
+
+def test_methods_spec_parallel_equals_serial():
+    def run(workers):
+        spec = MethodProgramsPartitionerSpec(
+            {"forward": edge_blocks(3), "other": edge_blocks(2)},
+            {"forward": LinearPartitioner(specs_for=_specs),
+             "other": LinearPartitioner(specs_for=_specs)})
+        with pp.options(workers=workers):
+            out = fastlower.to_backend(spec)
+        return {m: fingerprint(p) for m, p in out.items()}, fastlower.last_report()
+
+    serial, _ = run(1)
+    parallel, report = run(2)
+    assert parallel == serial
+    assert report.preprocess_runner == "fork pool, 2 workers"
+    assert [(r["method"], r["tag"]) for r in report.preprocess_records] == [
+        ("forward", "tag0"), ("forward", "tag1"), ("forward", "tag2"),
+        ("other", "tag0"), ("other", "tag1")]
+
+
+def test_backend_with_own_preprocess_multimethod_stays_serial():
+    PreprocessTestMultimethodBackend.calls.clear()
+    spec = MethodProgramsPartitionerSpec(
+        {"forward": edge_blocks(3), "other": edge_blocks(2)},
+        {m: LinearPartitioner(PreprocessTestMultimethodBackend) for m in ("forward", "other")})
+    with pp.options(workers=2):
+        out = fastlower.to_backend(spec)
+    assert PreprocessTestMultimethodBackend.calls == [os.getpid()]  # called once, here
+    found = [d for p in out.values() for d in delegates(p)]
+    assert len(found) == 5
+    assert all(d[2].endswith(str(os.getpid()).encode()) for d in found)
+    # the single-program path calls preprocess per partition: also here, in order
+    with pp.options(workers=2):
+        single = fastlower.to_backend(edge_blocks(3),
+                                      LinearPartitioner(PreprocessTestMultimethodBackend))
+    assert fastlower.last_report().preprocess_runner == "serial"
+    assert all(d[2].endswith(str(os.getpid()).encode()) for d in delegates(single))
+
+
+def test_progress_bar_when_asked(capsys):
+    _lower(2, progress=True)
+    assert "preprocess" in capsys.readouterr().err
+    _lower(2, progress=False)
+    assert capsys.readouterr().err == ""
+
+
+def test_options_restore_previous():
+    with pp.options(workers=3, cache_dir="/nonexistent"):
+        with pp.options(workers=1):
+            assert pp.settings.current().workers == 1
+            assert str(pp.settings.current().cache_dir) == "/nonexistent"
+        assert pp.settings.current().workers == 3
+    assert pp.settings.current().workers is None
+    with pytest.raises(ValueError):
+        with pp.options(workers=0):
+            pp.settings.resolve()
