@@ -33,6 +33,10 @@ def pytest_addoption(parser):
                     help="subset of cases to run")
     group.addoption("--bench-impls", default="reference,fastlower",
                     help="subset of implementations to run")
+    group.addoption("--memory-layers", type=int, default=11,
+                    help="decoder layers of the large-weight memory benchmark (dim 1024; default 11)")
+    group.addoption("--memory-backend", default="noop", choices=["noop", "xnnpack"],
+                    help="backend of the memory benchmark (default noop)")
     group.addoption("--allow-python-twin", action="store_true",
                     help="run even if fastlower's native core did not load (times the "
                          "pure-Python planner twin instead)")
