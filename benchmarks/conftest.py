@@ -39,6 +39,10 @@ def pytest_addoption(parser):
                     help="layers of its one-group-per-op case (default 8: 521 groups; 0 = skip)")
     group.addoption("--partition-json", default=None,
                     help="where the partitioner benchmark writes its summary")
+    group.addoption("--memory-layers", type=int, default=11,
+                    help="decoder layers of the large-weight memory benchmark (dim 1024; default 11)")
+    group.addoption("--memory-backend", default="noop", choices=["noop", "xnnpack"],
+                    help="backend of the memory benchmark (default noop)")
     group.addoption("--allow-python-twin", action="store_true",
                     help="run even if fastlower's native core did not load (times the "
                          "pure-Python planner twin instead)")
