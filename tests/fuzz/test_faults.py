@@ -39,6 +39,13 @@ def _recipe() -> ProgramRecipe:
         weights_seed=7)
 
 
+@pytest.fixture(autouse=True)
+def _in_process_preprocess(monkeypatch):
+    """These faults are the in-process path's: FaultyBackend counts its calls in this
+    process (a forked worker's count is its own). tests/preprocess covers workers."""
+    monkeypatch.setenv("FASTLOWER_WORKERS", "1")
+
+
 @pytest.fixture(scope="module")
 def program():
     return build_program(_recipe(), seed=11)

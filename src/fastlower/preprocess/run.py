@@ -120,5 +120,5 @@ def preprocess_partitions(jobs: Sequence[PreprocessJob], report) -> List[Preproc
             cache.close()
     for job in jobs:
         report.record_preprocess(job.partition, job.backend_id, seconds[job.index],
-                                 hit[job.index])
+                                 hit[job.index], job.tag, job.method)
     return results

@@ -125,6 +125,9 @@ class LoweringReport:
     cache_hits: Dict[str, int] = field(default_factory=dict)
     cache_misses: Dict[str, int] = field(default_factory=dict)
     cache_key_seconds: float = 0.0
+    # one record per preprocessed partition, in the reference's order: {tag, backend,
+    # method, preprocess_seconds, cache_hit (None: not cached)}
+    preprocess_records: List[Dict[str, object]] = field(default_factory=list)
     # per partition object id, filled while lowering, read by ``finish``
     _preprocess_seconds: Dict[int, float] = field(default_factory=dict, repr=False)
     _cache_hits: Dict[int, bool] = field(default_factory=dict, repr=False)
@@ -159,8 +162,10 @@ class LoweringReport:
                 self._preprocess_seconds[id(part)] = self._preprocess_seconds.get(id(part), 0) + share
 
     def record_preprocess(self, partition: object, backend: str, seconds: float,
-                          cache_hit: Optional[bool]) -> None:
+                          cache_hit: Optional[bool], tag: str = "", method: str = "") -> None:
         """One partition's preprocess: its time, and whether the cache answered (None: no cache)."""
+        self.preprocess_records.append({"tag": tag, "backend": backend, "method": method,
+                                        "preprocess_seconds": seconds, "cache_hit": cache_hit})
         self._preprocess_seconds[id(partition)] = self._preprocess_seconds.get(id(partition), 0.0) \
             + seconds
         if cache_hit is not None:
