@@ -160,14 +160,11 @@ class PartitionerEdits:
 
 
 def _same_structure(edited: GraphModule, original: GraphModule) -> bool:
-    a, b = list(edited.graph.nodes), list(original.graph.nodes)
-    if len(a) != len(b):
-        return False
-    pos_a = {n: i for i, n in enumerate(a)}
-    pos_b = {n: i for i, n in enumerate(b)}
-    return all(x.op == y.op and x.target == y.target
-               and [pos_a[i] for i in x.all_input_nodes] == [pos_b[i] for i in y.all_input_nodes]
-               for x, y in zip(a, b))
+    """The structure check ``to_backend`` makes on the top graph (op, target, input nodes)."""
+    from .encode import structure_arrays
+    from .plan import first_difference
+
+    return first_difference(*structure_arrays(edited), *structure_arrays(original)) < 0
 
 
 def _bodies(gm: GraphModule) -> Dict[str, GraphModule]:
