@@ -80,6 +80,7 @@ py::object make_plan(const PartitionData &p) {
     kw["lowered_index"] = p.lowered_index;
     kw["debug_handle"] = p.debug_handle;
     kw["deleted_getitems"] = to_list(p.deleted_getitems);
+    kw["owns_state"] = p.owns_state;
     kw["single_output"] = p.single_output;
     return plan_class()(**kw);
 }

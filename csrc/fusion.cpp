@@ -490,6 +490,7 @@ void FusionCore::classify_outputs(int32_t pid) {
         if (kinds[i] != OUT_BUFFER_MUTATION) plan.output_order.push_back(static_cast<int32_t>(i));
     plan.output_kinds = std::move(kinds);
     plan.deleted_getitems = std::move(deleted);
+    plan.owns_state = !owned_targets.empty();
     bool identity = true;
     for (size_t i = 0; i < n_out; ++i) identity = identity && plan.output_order[i] == static_cast<int32_t>(i);
     if (!identity) {
@@ -625,10 +626,13 @@ void FusionCore::insert_delegate(int64_t pid_arg) {
     users_of(cm, us);
     for (int32_t u : us) replace_input(u, cm, cd);
     erase(cm);
-    if (!plan.deleted_getitems.empty()) drop_mutation_outputs(pid);
+    if (plan.owns_state) adjust_owning_program(pid);
 }
 
-void FusionCore::drop_mutation_outputs(int32_t pid) {
+// _unsafe_adjust_original_program: drops the buffer updates the delegate owns, and
+// re-assigns the output node's args even when none is dropped (the output node then
+// moves to the end of its inputs' users).
+void FusionCore::adjust_owning_program(int32_t pid) {
     PartitionData &plan = partitions[pid];
     Marks &dropped = mark_a_;
     dropped.begin(size());

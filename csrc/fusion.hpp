@@ -69,6 +69,9 @@ struct PartitionData {
     int64_t lowered_index = -1;
     int64_t debug_handle = 0;
     std::vector<int32_t> deleted_getitems;
+    // takes top-level parameters, buffers or constants: the reference then adjusts the
+    // owning program (_unsafe_adjust_original_program)
+    bool owns_state = false;
     bool single_output = false;
 };
 
@@ -160,7 +163,7 @@ class FusionCore {
     void erase(int32_t i);
     void set_dh(int32_t i, int64_t v);
     void classify_outputs(int32_t pid);
-    void drop_mutation_outputs(int32_t pid);
+    void adjust_owning_program(int32_t pid);
     void check_fusible(int64_t tag, const std::vector<int64_t> &members);
 
     int32_t link_edge(int32_t x, int32_t u);

@@ -1035,6 +1035,41 @@ def _tag_output_with_unknown_tag(ep):
     ep.graph.output_node().meta["delegation_tag"] = "t_out"
 
 
+
+class OutputAndOwnedLinear(nn.Module):
+    """``y`` is both a program output and the input of a linear whose weight the last
+    partition owns (fuzz finding F2): the reference re-assigns the output node's args
+    after inserting that delegate, which puts the output node last in ``y.users``."""
+
+    def __init__(self, through_cond: bool = False) -> None:
+        super().__init__()
+        self.lin = nn.Linear(4, 4)
+        self.register_buffer("scale", torch.full((4,), 0.5))
+        self.through_cond = through_cond
+
+    def forward(self, x, w):
+        y = torch.relu(x) if not self.through_cond else torch.cond(
+            x.sum() > 0, _cond_true, _cond_false, (x, w))
+        return y, self.lin(y) * self.scale + w
+
+
+def _linear_ops():
+    return [exir_ops.edge.aten.permute_copy.default, exir_ops.edge.aten.addmm.default]
+
+
+def _owned_state_partitioner(with_mul: bool) -> Partitioner:
+    ops = _linear_ops() + ([exir_ops.edge.aten.mul.Tensor] if with_mul else [])
+    return TargetsPartitioner(ops, _XNN, tag_constants=True)
+
+
+def build_output_and_owned(through_cond: bool, with_mul: bool) -> Callable[[], Built]:
+    def build() -> Built:
+        torch.manual_seed(0)  # both implementations lower the same weights
+        inputs = [(torch.randn(4, 4), torch.randn(4, 4)), (-torch.ones(4, 4), torch.randn(4, 4))]
+        return _single(OutputAndOwnedLinear(through_cond), inputs,
+                       _owned_state_partitioner(with_mul))
+    return build
+
 ADDR = r"0xADDR"
 
 ERROR_CASES: Dict[str, ErrorCase] = {
@@ -1351,6 +1386,27 @@ MODEL_CASES: Dict[str, ModelCase] = {
             build_chain(_nothing, XnnpackPartitioner),
             runtime=True,
             paths=("direct", "etl"),
+        ),
+        ModelCase(
+            "output_and_owned_param",
+            build_output_and_owned(through_cond=False, with_mul=False),
+            runtime=True,
+            paths=DM,
+            doc="fuzz F2: a node read by the output and by the last delegate, which owns a "
+            "parameter; its users end in the order the reference's program adjustment leaves",
+        ),
+        ModelCase(
+            "output_and_owned_param_and_buffer",
+            build_output_and_owned(through_cond=False, with_mul=True),
+            runtime=True,
+            paths=DM,
+        ),
+        ModelCase(
+            "output_and_owned_param_cond",
+            build_output_and_owned(through_cond=True, with_mul=False),
+            runtime=True,
+            paths=DM,
+            doc="fuzz F2's own shape: the node is a cond's getitem",
         ),
         ModelCase(
             "chain_cond_xnnpack",

@@ -16,6 +16,11 @@ def _quiet_logs():
     logging.disable(logging.NOTSET)
 
 
+def _seeds_of(defect: str, most: int = 8) -> str:
+    seeds = sorted(s for s, v in oracle.RESULTS.items() if v.defect == defect)
+    return " ".join(map(str, seeds[:most])) + (f" (+{len(seeds) - most})" if len(seeds) > most else "")
+
+
 def pytest_terminal_summary(terminalreporter, exitstatus, config):
     counts = oracle.outcome_counts()
     if not counts:
@@ -28,8 +33,9 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
     if defects:
         terminalreporter.write_line("")
         terminalreporter.write_line(tabulate(
-            [(k, defects[k], oracle.KNOWN_OPEN_DEFECTS.get(k, "?")) for k in sorted(defects)],
-            headers=("known defect", "cases", "what")))
+            [(k, defects[k], oracle.KNOWN_OPEN_DEFECTS.get(k, "?"), _seeds_of(k))
+             for k in sorted(defects)],
+            headers=("known defect", "cases", "what", "case seeds (replay)")))
     if oracle.CHECKS:
         terminalreporter.write_line("")
         terminalreporter.write_line(tabulate(sorted(oracle.CHECKS.items()),

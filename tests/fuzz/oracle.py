@@ -59,9 +59,8 @@ PATHS = ("direct", "spec", "manager")
 KNOWN_OPEN_DEFECTS: Dict[str, str] = {
     # fixed on main and removed: a (chained lowering names), b (partitioner edits),
     # c (missing method's class), d (two rules' order), e (storage safety),
-    # f1 (cond partition without its branches), f4 (stray output tag)
-    "f2": "users order of a node feeding both the output and a delegate differs (FX users dict "
-          "only; code, delegates and .pte identical)",
+    # f1 (cond partition without its branches), f2 (users order after the owning
+    # program's adjustment), f4 (stray output tag)
 }
 
 

@@ -70,6 +70,9 @@ class PartitionPlan:
     lowered_index: int = -1
     debug_handle: int = 0
     deleted_getitems: List[int] = field(default_factory=list)  # buffer updates the delegate owns
+    # the partition takes parameters, buffers or constants of the top-level program, so the
+    # reference adjusts that program after inserting the delegate
+    owns_state: bool = False
     single_output: bool = False  # the call's single result is read via getitem(.., 0)
 
 
@@ -420,6 +423,7 @@ class FusionSimulator:
         mutations = [i for i, k in enumerate(kinds) if k == OUT_BUFFER_MUTATION]
         plan.output_order = mutations + [i for i, k in enumerate(kinds) if k != OUT_BUFFER_MUTATION]
         plan.deleted_getitems = deleted
+        plan.owns_state = bool(owned_targets)
         if plan.output_order != list(range(len(kinds))):
             new_index = {old: new for new, old in enumerate(plan.output_order)}
             for gi in list(self.users[plan.call_module]):
@@ -489,11 +493,15 @@ class FusionSimulator:
         for u in list(self.users[cm]):
             self._replace_input(u, cm, cd)
         self._erase(cm)
-        if plan.deleted_getitems:
-            self._drop_mutation_outputs(plan)
+        if plan.owns_state:
+            self._adjust_owning_program(plan)
 
-    def _drop_mutation_outputs(self, plan: PartitionPlan) -> None:
-        """``_unsafe_adjust_original_program``: the delegate owns these buffer updates."""
+    def _adjust_owning_program(self, plan: PartitionPlan) -> None:
+        """``_unsafe_adjust_original_program``: drop the buffer updates the delegate owns.
+
+        It re-assigns the output node's args even when nothing is dropped, which moves
+        the output node to the end of its inputs' ``users``.
+        """
         dropped = set(plan.deleted_getitems)
         keep = [p for p, node in enumerate(self.out_args) if node not in dropped]
         self.out_args = [self.out_args[p] for p in keep]
