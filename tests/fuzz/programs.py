@@ -160,6 +160,14 @@ def _body_apply(ops: Sequence[str], a: torch.Tensor, b: torch.Tensor) -> torch.T
     return out
 
 
+def _storage_roots(recipe: ProgramRecipe) -> List[int]:
+    """For each value, the value whose storage it shares (``view_permute`` makes views)."""
+    roots = list(range(N_USER_INPUTS))
+    for i, step in enumerate(recipe.steps):
+        roots.append(roots[step[1]] if step[0] == "view_permute" else N_USER_INPUTS + i)
+    return roots
+
+
 class RecipeModule(nn.Module):
     """An ``nn.Module`` whose ``forward`` interprets a :class:`ProgramRecipe`."""
 
@@ -181,6 +189,15 @@ class RecipeModule(nn.Module):
         for i in range(recipe.n_consts):
             # a plain tensor attribute: export lifts it as a tensor constant
             setattr(self, f"const{i}", torch.randn(*SHAPE, generator=g))
+        self.storage_of = _storage_roots(recipe)
+
+    def _operands(self, vals: List[torch.Tensor], step: Step) -> Tuple[torch.Tensor, torch.Tensor]:
+        """A cond's or map's two operands; torch.export rejects operands that alias each
+        other (a value and its view), so the second is then a copy."""
+        a, b = vals[step[1]], vals[step[2]]
+        if self.storage_of[step[1]] == self.storage_of[step[2]]:
+            b = b.clone()
+        return a, b
 
     def forward(self, *inputs: torch.Tensor):
         vals: List[torch.Tensor] = list(inputs)
@@ -220,7 +237,7 @@ class RecipeModule(nn.Module):
                 v = buf.clone()  # read the updated buffer
             elif kind == "cond":
                 t_ops, f_ops = step[3], step[4]
-                a, b = vals[step[1]], vals[step[2]]
+                a, b = self._operands(vals, step)
                 v = torch.cond(a.sum() > 0, lambda p, q: _body_apply(t_ops, p, q),
                                lambda p, q: _body_apply(f_ops, p, q), (a, b))
             elif kind == "map":
@@ -228,7 +245,7 @@ class RecipeModule(nn.Module):
 
                 op1, op2 = step[3], step[4]
                 mapped = hop_map(lambda row, other: _body_apply((op1, op2), row, other),
-                                 vals[step[1]], vals[step[2]])
+                                 *self._operands(vals, step))
                 v = mapped.sum(0)
             else:  # pragma: no cover - recipes are generated above
                 raise ValueError(f"unknown step {step!r}")

@@ -61,6 +61,7 @@ def _debug_handles(program: ExportedProgram) -> Dict[int, tuple]:
 class PreprocessTestEchoBackend(BackendDetails):
     """Echoes a digest of its input. Compile specs steer it (values are bytes):
 
+    * ``sleep=<seconds>``: sleep first (to order what several workers do);
     * ``fail``: raise ``ValueError``;
     * ``kill=<pid>``: SIGKILL its own process, unless that is ``pid`` (the test);
     * ``interrupt=<pid>``: send SIGINT to ``pid`` and sleep, in a worker only;
@@ -70,6 +71,9 @@ class PreprocessTestEchoBackend(BackendDetails):
 
     @staticmethod
     def preprocess(edge_program: ExportedProgram, compile_specs: List[CompileSpec]) -> PreprocessResult:
+        pause = _spec(compile_specs, "sleep")
+        if pause is not None:
+            time.sleep(float(pause))
         if _spec(compile_specs, "fail") is not None:
             raise ValueError("echo backend asked to fail")
         caller = _spec(compile_specs, "kill")

@@ -10,7 +10,8 @@ import fastlower
 import fastlower.preprocess as pp
 
 from .helpers import (
-    LinearPartitioner, child_processes, edge_blocks, fingerprint, new_children,
+    LinearPartitioner, assert_unchanged, child_processes, edge_blocks, fingerprint, new_children,
+    snapshot,
 )
 
 
@@ -117,3 +118,43 @@ def test_dask_backend_error_keeps_its_class(dask_executor):
     with pp.options(executor=dask_executor), pytest.raises(ValueError) as info:
         fastlower.to_backend(edge_blocks(3), LinearPartitioner(specs_for=specs))
     assert isinstance(info.value, pp.PreprocessError) and info.value.tag == "tag1"
+
+
+def test_dask_of_several_failures_the_earliest_partition_is_raised(dask_executor):
+    from .test_failures import failing_late_and_early
+
+    with pp.options(executor=dask_executor), pytest.raises(ValueError) as info:
+        fastlower.to_backend(edge_blocks(5), LinearPartitioner(specs_for=failing_late_and_early))
+    assert info.value.tag == "tag1"
+
+
+def test_dask_killed_worker_is_a_worker_died_error():
+    """A worker killed in preprocess: Dask gives up on the task (``KilledWorker``, here after
+    its first death) and fastlower raises ``WorkerDiedError`` naming the partition."""
+    import os
+
+    import dask
+    from executorch.exir.backend.compile_spec_schema import CompileSpec
+
+    distributed = pytest.importorskip("distributed")
+    specs = lambda k: [CompileSpec("kill", str(os.getpid()).encode())] if k == 1 else []  # noqa: E731
+    program = edge_blocks(3)
+    before = snapshot(program)
+    with dask.config.set({"distributed.scheduler.allowed-failures": 0}), \
+            warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        logging.disable(logging.CRITICAL)  # the nanny's and scheduler's reports of the death
+        try:
+            with distributed.LocalCluster(n_workers=1, threads_per_worker=1, processes=True,
+                                          host="127.0.0.1", dashboard_address=None) as cluster, \
+                    distributed.Client(cluster) as client, \
+                    pp.options(executor=client.get_executor()), \
+                    pytest.raises(pp.WorkerDiedError) as info:
+                fastlower.to_backend(program, LinearPartitioner(specs_for=specs))
+        finally:
+            logging.disable(logging.NOTSET)
+    err = info.value
+    assert isinstance(err, fastlower.FastlowerError) and err.partitions == ["tag1"]
+    assert "'tag1'" in str(err) and "KilledWorker" in str(err)
+    assert type(err.__cause__).__name__ == "KilledWorker"
+    assert_unchanged(program, before)

@@ -38,6 +38,27 @@ def test_backend_error_keeps_its_class_and_names_the_partition(workers):
     assert not new_children(children_before)
 
 
+def failing_late_and_early(k: int):
+    """Partition 1 fails after a pause, partition 3 at once: 3's failure arrives first."""
+    if k == 1:
+        return [CompileSpec("sleep", b"1.5"), CompileSpec("fail", b"1")]
+    return [CompileSpec("fail", b"1")] if k == 3 else []
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_of_several_failures_the_earliest_partition_is_raised(workers):
+    """The reference stops at the first partition that fails, in partition order; with
+    workers the caller gets that partition's error too, not the first to arrive."""
+    children_before = child_processes()
+    program = edge_blocks(5)
+    before = snapshot(program)
+    with pp.options(workers=workers), pytest.raises(ValueError) as info:
+        fastlower.to_backend(program, LinearPartitioner(specs_for=failing_late_and_early))
+    assert info.value.tag == "tag1"
+    assert_unchanged(program, before)
+    assert not new_children(children_before)
+
+
 def test_worker_killed_by_a_signal_is_a_typed_error():
     children_before = child_processes()
     program = edge_blocks(4)

@@ -1,12 +1,17 @@
 """Where partitions are preprocessed: in this process, a fork pool, or any ``Executor``.
 
 Each runner takes the jobs and a ``done(job, result, seconds)`` callback, calls
-it once per job as results arrive, and returns when all are done. On the first
-failure it stops every other job, and raises:
+it once per job as results arrive, and returns when all are done. When jobs
+fail it raises:
 
 * the backend's own exception as :func:`failures.backend_error` makes it
-  (same class, the partition's tag and backend in the message);
-* :class:`failures.WorkerDiedError` when a worker process dies;
+  (same class, the partition's tag and backend in the message). Of several
+  failing partitions the caller gets the *earliest* one's error, whatever order
+  they failed in: the reference preprocesses one partition after another and
+  stops at the first that fails. A runner therefore waits for the partitions
+  before a failed one and stops every partition after it;
+* :class:`failures.WorkerDiedError` at once when a worker process dies (a fork
+  pool worker, a Dask ``KilledWorker``, a broken ``concurrent.futures`` pool);
 * ``KeyboardInterrupt`` as it came.
 
 No worker process outlives a runner: the fork pool's workers are killed on any
@@ -20,10 +25,10 @@ import multiprocessing
 import os
 import signal
 from concurrent.futures import (
-    FIRST_COMPLETED, Executor, Future, ProcessPoolExecutor, wait,
+    FIRST_COMPLETED, BrokenExecutor, Executor, Future, ProcessPoolExecutor, wait,
 )
 from concurrent.futures.process import BrokenProcessPool
-from typing import Callable, Dict, List, Optional, Sequence
+from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 from executorch.exir.backend.backend_details import PreprocessResult
 
@@ -34,6 +39,37 @@ from .transport import run_wire_job, to_wire
 log = logging.getLogger(__name__)
 
 Done = Callable[[PreprocessJob, PreprocessResult, float], None]
+
+
+class EarliestFailure:
+    """The failure of the earliest partition (by position) among those that failed."""
+
+    def __init__(self) -> None:
+        self.position: Optional[int] = None
+        self._raised: Optional[Tuple[BaseException, BaseException]] = None
+
+    def record(self, position: int, job: PreprocessJob, exc: Exception) -> None:
+        if self.position is None or position < self.position:
+            self.position = position
+            self._raised = (backend_error(exc, job.tag, job.backend_id, job.method), exc)
+
+    def still_needed(self, position: int) -> bool:
+        """Whether a job's outcome can still change which failure is raised."""
+        return self.position is None or position < self.position
+
+    def raise_if_any(self) -> None:
+        if self._raised is not None:
+            error, cause = self._raised
+            raise error from cause
+
+
+def _wait_in_order(pending: Dict[Future, int], failure: EarliestFailure) -> List[Future]:
+    """Futures that are done, among those still needed; empty when none is left to wait for."""
+    needed = [f for f, position in pending.items() if failure.still_needed(position)]
+    if not needed:
+        return []
+    ready, _ = wait(needed, return_when=FIRST_COMPLETED)
+    return sorted(ready, key=pending.__getitem__)
 
 
 def run_serial(jobs: Sequence[PreprocessJob], done: Done) -> None:
@@ -111,8 +147,8 @@ def run_fork_pool(jobs: Sequence[PreprocessJob], workers: int, done: Done) -> No
         pending: Dict[Future, int] = {pool.submit(_run_inherited, i): i for i in range(len(jobs))}
         # with the fork context every worker is started on the first submit
         processes = dict(getattr(pool, "_processes", {}) or {})
-        while pending:
-            ready, _ = wait(pending, return_when=FIRST_COMPLETED)
+        failure = EarliestFailure()
+        while ready := _wait_in_order(pending, failure):
             for future in ready:
                 position = pending.pop(future)
                 job = jobs[position]
@@ -121,9 +157,11 @@ def run_fork_pool(jobs: Sequence[PreprocessJob], workers: int, done: Done) -> No
                 except BrokenProcessPool:
                     raise _died(jobs, finished, processes) from None
                 except Exception as exc:
-                    raise backend_error(exc, job.tag, job.backend_id, job.method) from exc
+                    failure.record(position, job, exc)
+                    continue
                 finished.add(position)
                 done(job, result, seconds)
+        failure.raise_if_any()
     except BaseException:
         processes.update(getattr(pool, "_processes", {}) or {})
         _kill(list(processes.values()))
@@ -133,21 +171,37 @@ def run_fork_pool(jobs: Sequence[PreprocessJob], workers: int, done: Done) -> No
         _INHERITED, _STARTED = [], None
 
 
+def _lost_worker(exc: BaseException) -> bool:
+    """Whether ``exc`` says the executor lost the worker running the job, not the backend failed."""
+    if isinstance(exc, BrokenExecutor):
+        return True
+    cls = type(exc)  # Dask, without importing it: distributed.scheduler.KilledWorker
+    return cls.__name__ == "KilledWorker" and cls.__module__.split(".")[0] == "distributed"
+
+
 def run_on_executor(jobs: Sequence[PreprocessJob], executor: Executor, done: Done) -> None:
     """The jobs on a user's ``Executor``; programs travel serialized (see ``transport``)."""
-    pending: Dict[Future, PreprocessJob] = {}
+    pending: Dict[Future, int] = {}
     try:
-        for job in jobs:
-            pending[executor.submit(run_wire_job, to_wire(job))] = job
-        while pending:
-            ready, _ = wait(pending, return_when=FIRST_COMPLETED)
+        for position, job in enumerate(jobs):
+            pending[executor.submit(run_wire_job, to_wire(job))] = position
+        failure = EarliestFailure()
+        while ready := _wait_in_order(pending, failure):
             for future in ready:
-                job = pending.pop(future)
+                position = pending.pop(future)
+                job = jobs[position]
                 try:
                     _, result, seconds = future.result()
                 except Exception as exc:
-                    raise backend_error(exc, job.tag, job.backend_id, job.method) from exc
+                    if _lost_worker(exc):
+                        raise WorkerDiedError(
+                            f"a preprocess worker died: {job.describe()} on "
+                            f"{type(executor).__name__} ({type(exc).__name__}: {exc})",
+                            [job.tag]) from exc
+                    failure.record(position, job, exc)
+                    continue
                 done(job, result, seconds)
+        failure.raise_if_any()
     except BaseException:
         for future in pending:
             future.cancel()
