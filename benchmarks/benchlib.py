@@ -403,6 +403,51 @@ class PeakRss:
         return max(0, self.peak_kib - self.baseline_kib) / 1024.0
 
 
+
+def _available_kib() -> int:
+    with open("/proc/meminfo") as f:
+        for line in f:
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1])
+    raise RuntimeError("/proc/meminfo has no MemAvailable")
+
+
+class MachinePeak:
+    """Peak growth of the whole machine's memory in use during one call, sampled.
+
+    ``PeakRss`` sees this process only; forked preprocess workers hold their own
+    copies of their partitions' tensors (and share the rest copy-on-write, which
+    per-process RSS would count once per worker). The machine's ``MemAvailable``
+    counts each page once, whichever process holds it: growth = available before
+    - the lowest available seen (sampled every 2 ms). Other work on the machine
+    adds to it, so measure on a quiet machine.
+    """
+
+    def __init__(self) -> None:
+        self.baseline_kib = 0
+        self.lowest_kib = 0
+        self._stop = threading.Event()
+        self._thread: Optional[threading.Thread] = None
+
+    def __enter__(self) -> "MachinePeak":
+        self.baseline_kib = self.lowest_kib = _available_kib()
+        self._thread = threading.Thread(target=self._sample, daemon=True)
+        self._thread.start()
+        return self
+
+    def _sample(self) -> None:
+        while not self._stop.wait(0.002):
+            self.lowest_kib = min(self.lowest_kib, _available_kib())
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        self._thread.join()
+        self.lowest_kib = min(self.lowest_kib, _available_kib())
+
+    @property
+    def growth_mib(self) -> float:
+        return max(0, self.baseline_kib - self.lowest_kib) / 1024.0
+
 # --------------------------------------------------------------------------- results
 
 

@@ -58,9 +58,14 @@ def main() -> None:
     else:
         from executorch.exir.backend.backend_api import to_backend
 
+    workers = None
+    if args.impl == "fastlower":
+        from fastlower.preprocess.settings import resolve
+
+        workers = resolve().workers
     benchlib.PeakRss.prepare()
     t = time.perf_counter()
-    with benchlib.PeakRss() as rss:
+    with benchlib.MachinePeak() as machine, benchlib.PeakRss() as rss:
         lowered = to_backend(program, partitioner)
     seconds = time.perf_counter() - t
     n_delegates = len(list(benchlib.lowered_modules(lowered)))
@@ -68,6 +73,7 @@ def main() -> None:
         "impl": args.impl, "backend": args.backend, "layers": args.layers, "dim": args.dim,
         "hidden": args.hidden, "weights_mib": weights / 2**20, "baseline_mib": rss.baseline_kib / 1024,
         "peak_mib": rss.peak_kib / 1024, "growth_mib": rss.growth_mib, "method": rss.method,
+        "machine_growth_mib": machine.growth_mib, "workers": workers,
         "seconds": seconds, "delegates": n_delegates,
     }))
 

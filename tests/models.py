@@ -77,6 +77,7 @@ from executorch.exir import EdgeCompileConfig, EdgeProgramManager, to_edge
 from executorch.exir.backend.canonical_partitioners.pattern_op_partitioner import (
     generate_pattern_op_partitions,
 )
+from executorch.exir.backend.backend_details import BackendDetails, PreprocessResult
 from executorch.exir.backend.compile_spec_schema import CompileSpec
 from executorch.exir.backend.partitioner import (
     DelegationSpec,
@@ -1070,6 +1071,108 @@ def build_output_and_owned(through_cond: bool, with_mul: bool) -> Callable[[], B
                        _owned_state_partitioner(with_mul))
     return build
 
+
+# --------------------------------------------------------------------------- #
+# Two broken rules in different partitions: the error raised is the one the
+# reference meets first in its order of work (fuzz case 118), which differs
+# between the single-program path (fuse, build, preprocess, insert: partition by
+# partition) and the multi-method path (fuse and build every partition of a
+# method, then preprocess all, then insert all).
+# --------------------------------------------------------------------------- #
+class ModelsFailingBackend(BackendDetails):
+    """A backend whose ``preprocess`` always raises ``ValueError``."""
+
+    @staticmethod
+    def preprocess(edge_program: ExportedProgram, compile_specs: List[CompileSpec]) -> PreprocessResult:
+        raise ValueError("ModelsFailingBackend cannot compile this partition")
+
+
+class CatThenSinCosTan(nn.Module):
+    def forward(self, x, y):
+        s = (torch.cat([x + 1, y], 1) * 2).sin()
+        return s.cos().tan() * s
+
+
+def _edited_cat_then_cycle(ep):
+    """tag0 = {add, cat} with cat's dim edited to 2 (its program fails the verifier);
+    tag1 = {sin, tan} around an untagged cos (not convex)."""
+    _edit_cat_dim(ep)
+    for n in ep.graph.nodes:
+        if n.op == "call_function" and n.target in (exir_ops.edge.aten.sin.default,
+                                                     exir_ops.edge.aten.tan.default):
+            n.meta["delegation_tag"] = "tag1"
+
+
+def _cat_inputs():
+    return [(torch.ones(2, 2), torch.ones(2, 3))]
+
+
+def build_edited_then_cycle() -> Built:
+    return _single(CatThenSinCosTan(), _cat_inputs(),
+                   _FnPartitioner(_edited_cat_then_cycle, {"tag0": _spec(), "tag1": _spec()}))
+
+
+class SharedBufferAfterCat(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.register_buffer("k", torch.full((2, 5), 0.5))
+
+    def forward(self, x, y):
+        s = (torch.cat([x + 1, y], 1) * 2).sin()
+        return (s.cos().tan() * s + self.k) * self.k
+
+
+def _cycle_shared_constant_edited_cat(ep):
+    """tag0 = {sin, tan} (not convex); tag1 = {k, the add reading it}, while an untagged
+    mul reads k too (so k is duplicated); the untagged cat's dim edited to 2."""
+    for n in ep.graph.nodes:
+        if n.op == "call_function" and n.target in (exir_ops.edge.aten.sin.default,
+                                                     exir_ops.edge.aten.tan.default):
+            n.meta["delegation_tag"] = "tag0"
+        if n.name in ("b_k", "aten_add_tensor_1"):
+            n.meta["delegation_tag"] = "tag1"
+        if n.op == "call_function" and n.target == exir_ops.edge.aten.cat.default:
+            n.args = (n.args[0], 2)
+
+
+def build_cycle_shared_constant_edited() -> Built:
+    return _single(SharedBufferAfterCat(), _cat_inputs(), _FnPartitioner(
+        _cycle_shared_constant_edited_cat, {"tag0": _spec(), "tag1": _spec()}))
+
+
+def _failing_then_cycle(ep):
+    """tag0 = {add, cat} for a backend that fails; tag1 not convex, as above."""
+    for n in ep.graph.nodes:
+        if n.op == "call_function" and n.target in (exir_ops.edge.aten.cat.default,
+                                                     exir_ops.edge.aten.add.Tensor):
+            n.meta["delegation_tag"] = "tag0"
+        if n.op == "call_function" and n.target in (exir_ops.edge.aten.sin.default,
+                                                     exir_ops.edge.aten.tan.default):
+            n.meta["delegation_tag"] = "tag1"
+
+
+def build_failing_then_cycle() -> Built:
+    return _single(CatThenSinCosTan(), _cat_inputs(), _FnPartitioner(
+        _failing_then_cycle, {"tag0": _spec(ModelsFailingBackend.__name__), "tag1": _spec()}))
+
+
+def _owned_update_read_then_failing(ep):
+    """t owns the buffer whose update is read outside it; f = {sin} for a backend that fails."""
+    _tag_owned_update_read(ep, cycle=False)
+    for n in ep.graph.nodes:
+        if n.op == "call_function" and n.target == exir_ops.edge.aten.sin.default:
+            n.meta["delegation_tag"] = "f"
+
+
+def build_owned_update_read_and_failing(failing_first: bool) -> Callable[[], Built]:
+    def build() -> Built:
+        tags = {"t": _spec(), "f": _spec(ModelsFailingBackend.__name__)}
+        if failing_first:
+            tags = {"f": tags["f"], "t": tags["t"]}
+        return _single(OwnedUpdateRead(), [(torch.ones(2, 2),)],
+                       _FnPartitioner(_owned_update_read_then_failing, tags))
+    return build
+
 ADDR = r"0xADDR"
 
 ERROR_CASES: Dict[str, ErrorCase] = {
@@ -1201,6 +1304,57 @@ ERROR_CASES: Dict[str, ErrorCase] = {
             r"Node\.meta submodule_0 is missing val field\.",
             doc="a partition holding a cond call but not its branch get_attrs: the "
             "partition program's verifier rejects the branch placeholders (fuzz F1)",
+        ),
+        ErrorCase(
+            "edited_then_cycle",
+            build_edited_then_cycle,
+            InternalError,
+            r"(?s)Dimension out of range \(expected to be in range of \[-2, 1\], but got 2\).*",
+            message_until="but got 2)",
+            doc="tag0's program fails the verifier before tag1 is fused (fuzz case 118), on "
+            "every path",
+        ),
+        ErrorCase(
+            "edited_with_shared_constant_then_cycle",
+            build_cycle_shared_constant_edited,
+            InternalError,
+            r"(?s)Dimension out of range \(expected to be in range of \[-2, 1\], but got 2\).*",
+            message_until="but got 2)",
+            doc="duplicating the shared constant k validates the whole tagged program, before "
+            "tag0 is fused: the untagged cat's edit fails there (the shape of fuzz case 118)",
+        ),
+        ErrorCase(
+            "failing_backend_then_cycle_direct",
+            build_failing_then_cycle,
+            ValueError,
+            r"ModelsFailingBackend cannot compile this partition",
+            paths=("direct",),
+            doc="the single-program path preprocesses tag0 before it fuses tag1",
+        ),
+        ErrorCase(
+            "failing_backend_then_cycle_spec",
+            build_failing_then_cycle,
+            AssertionError,
+            r"Invalid partition, found dependency cycles",
+            paths=("spec", "manager"),
+            doc="the multi-method path fuses every tag before any preprocess",
+        ),
+        ErrorCase(
+            "owned_update_read_then_failing",
+            build_owned_update_read_and_failing(failing_first=False),
+            RuntimeError,
+            r"Tried to erase Node getitem but it still had 1 users in the graph: "
+            r"\{aten_mul_tensor: None\}!",
+            doc="t's delegate is inserted (and fails) before f's backend preprocesses: on the "
+            "single-program path partition by partition, on the multi-method path backend by "
+            "backend (each backend's preprocess, then its delegates' insertion)",
+        ),
+        ErrorCase(
+            "failing_then_owned_update_read",
+            build_owned_update_read_and_failing(failing_first=True),
+            ValueError,
+            r"ModelsFailingBackend cannot compile this partition",
+            doc="f's backend comes first: its preprocess fails before t's delegate is inserted",
         ),
         ErrorCase(
             "list_arg_const",

@@ -5,7 +5,7 @@ from __future__ import annotations
 import copy
 import logging
 from dataclasses import dataclass, field
-from typing import Dict, List, Mapping
+from typing import Dict, List, Mapping, Optional
 
 import torch
 from executorch.exir.backend.partitioner import Partitioner, PartitionResult
@@ -23,7 +23,9 @@ from .edits import PartitionerEdits, find_edits
 from .encode import Interner, encode_graph, structure_arrays, taken_lowered_indices
 from .partitioners import accelerated as native_partitioners
 from .programs import lazy_module_copy, unvalidated_program
-from .plan import GraphPlan, first_difference, iter_partitions, plan_program
+from .plan import (
+    INSERT, PROGRAM, GraphPlan, PlanStop, first_difference, iter_partitions, plan_program,
+)
 from .preprocess.jobs import PreprocessJob, overrides_preprocess_multimethod
 from .preprocess.run import preprocess_partitions
 from .report import LoweringReport
@@ -91,6 +93,13 @@ class MethodLowering:
     builders: List[GraphBuilder] = field(default_factory=list)  # top first, then nested
     partitions: List[Partition] = field(default_factory=list)
     input_specs: List[InputSpec] = field(default_factory=list)  # after constant duplication
+    # the first error in the reference's order of work, raised once every partition
+    # before it has gone as far as the reference takes it (see plan.PlanStop)
+    stop: Optional[PlanStop] = None
+
+    def raise_stop(self) -> None:
+        if self.stop is not None:
+            raise self.stop.error
 
 
 def _partition(name: str, program: ExportedProgram, partitioner: Partitioner,
@@ -117,7 +126,12 @@ def _partition(name: str, program: ExportedProgram, partitioner: Partitioner,
     # attributes, used or not, are taken names too
     encoded.taken_lowered = taken_lowered_indices(tagged.graph_module, program.graph_module)
     plan = plan_program(encoded, tag_names, single, state.strict_tags_enabled())
-    lowering = MethodLowering(name, program, tagged, result, tag_names, plan, edits)
+    if plan.validates_tagged and edits:
+        # the reference validates the whole tagged program when it duplicates a shared
+        # constant, before it fuses anything: an invalid edit anywhere fails there
+        tagged._validate()
+    lowering = MethodLowering(name, program, tagged, result, tag_names, plan, edits,
+                              stop=plan.stop)
     _collect_builders(lowering, plan)
     return lowering
 
@@ -142,14 +156,26 @@ def _collect_builders(lowering: MethodLowering, plan: GraphPlan) -> None:
         _collect_builders(lowering, sub)
 
 
+def _partitions_before_stop(builder: GraphBuilder, stop: Optional[PlanStop]) -> int:
+    """How many of ``builder``'s partitions the reference builds before the stop."""
+    if stop is None or stop.graph is not builder.plan:
+        return len(builder.sim.partitions)
+    return stop.pid + 1 if stop.stage == INSERT else stop.pid
+
+
 def _build_partitions(lowering: MethodLowering, single: bool) -> None:
+    """Each partition's program, in the reference's order, up to the lowering's stop.
+
+    A partition program the verifier rejects becomes the stop (the reference
+    rejects it building that program, before any later partition is fused).
+    """
     real_state, real_constants = lowering.original.state_dict, lowering.original.constants
     lowering.input_specs = _input_specs_after_duplication(lowering)
     sig = SignatureIndex(ExportGraphSignature(
         input_specs=lowering.input_specs,
         output_specs=list(lowering.tagged.graph_signature.output_specs)))
     for builder in lowering.builders:
-        for pid in range(len(builder.sim.partitions)):
+        for pid in range(_partitions_before_stop(builder, lowering.stop)):
             part = builder.build_partition(pid, lowering.tagged, sig, real_state, real_constants,
                                            single)
             if (lowering.edits and lowering.edits.touches(builder.enc.graph_module,
@@ -158,8 +184,14 @@ def _build_partitions(lowering: MethodLowering, single: bool) -> None:
                 # what the input's verifier run did not cover (an edit the reference's
                 # check does not see, a placeholder without a value): the partition
                 # program's verifier run is where the reference rejects it
-                part.program._validate()
+                try:
+                    part.program._validate()
+                except Exception as exc:  # the verifier's own error is the error
+                    lowering.stop = PlanStop(exc, PROGRAM, builder.plan, pid)
+                    return
             lowering.partitions.append(part)
+        if lowering.stop is not None and lowering.stop.graph is builder.plan:
+            return
 
 
 def _input_specs_after_duplication(lowering: MethodLowering) -> List[InputSpec]:
@@ -189,14 +221,22 @@ def _lower_single(lowering: MethodLowering, report: LoweringReport) -> None:
     jobs = []
     for part in lowering.partitions:
         spec = _spec(lowering, part)
-        jobs.append(PreprocessJob(len(jobs), spec.backend_id, find_backend(spec.backend_id),
-                                  part.program, spec.compile_specs, part.tag, lowering.name,
+        try:
+            backend = find_backend(spec.backend_id)
+        except errors.BackendNotFoundError as exc:
+            # met when the reference reaches this partition's preprocess
+            lowering.stop = PlanStop(exc, PROGRAM, part.builder.plan, part.pid)
+            break
+        jobs.append(PreprocessJob(len(jobs), spec.backend_id, backend, part.program,
+                                  spec.compile_specs, part.tag, lowering.name,
                                   backend_copy_hook=False, partition=part))
     with report.external_time("backend"):
+        # of the partitions before the stop, an earlier one's preprocess error comes first
         results = preprocess_partitions(jobs, report)
-    for part, job, result in zip(lowering.partitions, jobs, results):
-        part.lowered = make_lowered_module(part.program, job.backend_id, result,
-                                           job.compile_specs)
+    lowering.raise_stop()
+    for job, result in zip(jobs, results):
+        job.partition.lowered = make_lowered_module(job.program, job.backend_id, result,
+                                                    job.compile_specs)
 
 
 def _lower_multi(lowerings: List[MethodLowering], report: LoweringReport) -> None:
@@ -215,6 +255,20 @@ def _lower_multi(lowerings: List[MethodLowering], report: LoweringReport) -> Non
             backend_id = _spec(lowering, part).backend_id
             by_backend[backend_id].setdefault(lowering.name, []).append(part)
     specs_of = {lowering.name: lowering.result.partition_tags for lowering in lowerings}
+    # an owned buffer update read outside its delegate: the reference meets it inserting
+    # that delegate, after its backend's preprocess and before the next backend's
+    insert_error, last_backend = None, None
+    for lowering in lowerings:
+        stop = lowering.plan.after_preprocess
+        if stop is not None:
+            insert_error = stop.error
+            last_backend = _spec(lowering, next(
+                p for p in lowering.partitions
+                if p.builder.plan is stop.graph and p.pid == stop.pid)).backend_id
+            break
+    if last_backend is not None:
+        backends = list(by_backend)
+        by_backend = {b: by_backend[b] for b in backends[:backends.index(last_backend) + 1]}
     # --- parallel / cached preprocess (fastlower.preprocess): backends that keep the
     # default preprocess_multimethod (preprocess per partition) become one batch of
     # jobs; an override is called once per backend, in order, as the reference does
@@ -241,6 +295,8 @@ def _lower_multi(lowerings: List[MethodLowering], report: LoweringReport) -> Non
                 part.lowered = make_lowered_module(part.program, backend_id, result, compile_specs)
     with report.external_time("backend"):
         batch = preprocess_partitions(jobs, report)
+    if insert_error is not None:
+        raise insert_error
     for part, job, result in zip(job_parts, jobs, batch):
         part.lowered = make_lowered_module(part.program, job.backend_id, result,
                                            job.compile_specs)
@@ -370,11 +426,13 @@ def lower_methods(programs: Mapping[str, ExportedProgram],
         if name not in programs:
             raise errors.MethodWithoutProgramError(name, list(programs))
         programs[name]._validate()
-        lowerings.append(_partition(name, programs[name], partitioner, single=False,
-                                    report=report))
-    report.mark("partition+plan")
-    for lowering in lowerings:
+        lowering = _partition(name, programs[name], partitioner, single=False, report=report)
+        # the reference fuses and builds every partition of a method before it runs
+        # the next method's partitioner; preprocess comes after all methods
         _build_partitions(lowering, single=False)
+        lowering.raise_stop()
+        lowerings.append(lowering)
+    report.mark("partition+plan")
     _lower_multi(lowerings, report)
     report.mark("preprocess")
     done = {lowering.name: _finish(lowering, single=False) for lowering in lowerings}

@@ -11,7 +11,7 @@ import logging
 import os
 import warnings
 from dataclasses import dataclass, field
-from typing import List, Sequence, Tuple
+from typing import List, Optional, Sequence, Tuple
 
 from . import errors
 from ._core_loader import load_core
@@ -72,14 +72,51 @@ def _csr(lists: Sequence[Sequence[int]]) -> Tuple[List[int], List[int]]:
     return offsets, flat
 
 
+# Where, in the reference's sequence of work on one partition, an error is raised:
+# fusing its nodes; building its program; inserting its delegate (single-program
+# path: right after its own preprocess; multi-method path: after every preprocess).
+FUSE, PROGRAM, INSERT = "fuse", "program", "insert"
+
+
+@dataclass
+class PlanStop:
+    """A broken rule found while planning, and the point where the reference raises it.
+
+    The reference works partition by partition, so what it meets first depends on
+    the order of its work, not on which check fastlower can run first: the lowering
+    raises ``error`` only after running, for every partition before that point, the
+    steps that could fail earlier (verifying its program; on the single-program
+    path, preprocessing it).
+
+    ``graph`` is the graph being planned; ``pid`` the partition (for ``FUSE``: the
+    number of partitions fused before the failing tag).
+    """
+
+    error: errors.FastlowerError
+    stage: str
+    graph: "GraphPlan"
+    pid: int
+
+
 @dataclass
 class GraphPlan:
-    """The plan of one graph module: its simulator state after all edits."""
+    """The plan of one graph module: its simulator state after all edits.
+
+    After a :class:`PlanStop` (``stop``, on the top-level plan), the tree holds the
+    graphs planned up to that point; the stop's graph is planned up to its ``pid``.
+    """
 
     encoded: EncodedGraph
     sim: object
     is_submodule: bool
     nested: List[Tuple[int, str, "GraphPlan"]] = field(default_factory=list)
+    stop: Optional[PlanStop] = None  # the first error meeting the reference's order
+    # multi-method path: an owned buffer update read outside its delegate, which the
+    # reference meets inserting that delegate, after its backend's preprocess
+    after_preprocess: Optional[PlanStop] = None
+    # a tagged constant is shared with another tag: the reference then validates the
+    # whole tagged program (duplicate_constant_node), before any fusion
+    validates_tagged: bool = False
 
     @property
     def partitions(self) -> List[PartitionPlan]:
@@ -112,9 +149,12 @@ def check_contract(enc: EncodedGraph, tag_names: Sequence[str], strict_tags: boo
             check_contract(sub, tag_names, strict_tags)
 
 
-def _fuse_all(plan: GraphPlan, tag_names: Sequence[str], single: bool) -> None:
+def _fuse_all(plan: GraphPlan, root: GraphPlan, tag_names: Sequence[str],
+              single: bool) -> Optional[PlanStop]:
+    """Fuse every tag in order (and insert its delegate if ``single``), up to the first stop."""
     sim = plan.sim
     n_tags = len(tag_names)
+    targets = plan.encoded.targets.values
     sim.renumber()
     groups = group_by_tag(sim.tags, n_tags)
     for t in range(n_tags):
@@ -122,55 +162,80 @@ def _fuse_all(plan: GraphPlan, tag_names: Sequence[str], single: bool) -> None:
         if not members:
             continue
         members.sort(key=sim.pos.__getitem__)
+        fused = len(sim.partitions)
         path = sim.find_cycle(members)
         if path is not None:
-            raise errors.CyclicPartitionError(tag_names[t], [sim.names[i] for i in path])
+            return PlanStop(errors.CyclicPartitionError(tag_names[t], [sim.names[i] for i in path]),
+                            FUSE, plan, fused)
         inside = set(members)
         if not any(u not in inside for m in members for u in sim.users[m]):
-            raise errors.NoPartitionOutputError(tag_names[t], sim.names[members[-1]])
+            return PlanStop(errors.NoPartitionOutputError(tag_names[t], sim.names[members[-1]]),
+                            FUSE, plan, fused)
         part = sim.fuse(t, members)
+        error = _owned_update_also_returned(sim, part, tag_names[t], targets)
+        if error is not None:  # the reference rejects it building the partition's program
+            return PlanStop(error, PROGRAM, plan, fused)
         if single:  # the single-program path lowers each partition right after fusing it
-            _check_owned_mutations(sim, part, tag_names[t], plan.encoded.targets.values)
-            sim.insert_delegate(len(sim.partitions) - 1)
-    if not single:
+            error = _owned_update_read(sim, part, tag_names[t], targets)
+            if error is not None:
+                return PlanStop(error, INSERT, plan, fused)
+            sim.insert_delegate(fused)
+    if not single and root.after_preprocess is None:
         # the multi-method path fuses every partition before it inserts any delegate,
-        # where the reference meets an owned buffer update read outside: a later
-        # partition's cycle is reported first
+        # where the reference meets an owned buffer update read outside: any fusing or
+        # program error, and any preprocess error, is reported first
         for part in sim.partitions:
-            _check_owned_mutations(sim, part, tag_names[part.tag], plan.encoded.targets.values)
+            error = _owned_update_read(sim, part, tag_names[part.tag], targets)
+            if error is not None:
+                root.after_preprocess = PlanStop(error, INSERT, plan, sim.partitions.index(part))
+                break
+    return None
 
 
-def _check_owned_mutations(sim, part, tag: str, targets) -> None:
+def _owned_update_also_returned(sim, part, tag: str, targets) -> Optional[errors.FastlowerError]:
     """A buffer update the delegate owns may not also be returned as another output."""
     for gi in part.deleted_getitems:
         uses = [p for p, node in enumerate(sim.out_args) if node == gi]
-        target = str(targets[sim.out_targets[uses[0]]])
         if len(uses) > 1:
-            raise errors.BufferMutationOutputError(sim.names[gi], tag, target)
+            return errors.BufferMutationOutputError(sim.names[gi], tag,
+                                                    str(targets[sim.out_targets[uses[0]]]))
+    return None
+
+
+def _owned_update_read(sim, part, tag: str, targets) -> Optional[errors.FastlowerError]:
+    """A buffer update the delegate owns may not be read outside it (the reference fails
+    erasing it: "still had users")."""
+    for gi in part.deleted_getitems:
         readers = [sim.names[u] for u in sim.users[gi] if u != sim.output_node]
-        if readers:  # the reference fails erasing it ("still had users")
-            raise errors.OwnedBufferUpdateReadError(sim.names[gi], tag, target, readers)
+        if readers:
+            uses = [p for p, node in enumerate(sim.out_args) if node == gi]
+            return errors.OwnedBufferUpdateReadError(
+                sim.names[gi], tag, str(targets[sim.out_targets[uses[0]]]), readers)
+    return None
 
 
-def _duplicate_shared_constants(sim, enc: EncodedGraph, n_tags: int) -> None:
+def _duplicate_shared_constants(sim, enc: EncodedGraph, n_tags: int) -> bool:
     """Per tag, in tag order: each user of a shared tagged constant gets its own copy.
 
     Within a tag the reference duplicates its candidates in the iteration order
     of a Python ``set`` of their names (string hashing, so it varies between
     processes); building the same set here, in the same process, reproduces it.
     Constants touched here are never candidates again (each is left with users
-    of one tag), so every placeholder is examined once.
+    of one tag), so every placeholder is examined once. Returns whether any
+    constant was a candidate.
     """
     a = enc.arrays
     by_tag: List[List[int]] = [[] for _ in range(n_tags)]
     for i, o in enumerate(a.op):
         if o == OP_PLACEHOLDER and 0 <= a.tags[i] < n_tags:
             by_tag[a.tags[i]].append(i)
+    any_candidate = False
     for t in range(n_tags):
         candidates = [c for c in by_tag[t] if sim.tags[c] == t
                       and any(sim.tags[u] != t for u in sim.users[c])]
         if not candidates:
             continue
+        any_candidate = True
         by_name = {sim.names[c]: c for c in candidates}
         names = set()
         for c in candidates:
@@ -182,26 +247,44 @@ def _duplicate_shared_constants(sim, enc: EncodedGraph, n_tags: int) -> None:
             touched.extend(sim.duplicate_constant(c))
         for c in touched:
             sim.retag_constant(c)
+    return any_candidate
 
 
-def _plan_graph(enc: EncodedGraph, tag_names, is_submodule: bool, top, single: bool) -> GraphPlan:
-    sim = _new_simulator(enc, tag_names, is_submodule, top)
-    plan = GraphPlan(enc, sim, is_submodule)
-    if not is_submodule:
-        _duplicate_shared_constants(sim, enc, len(tag_names))
-    _fuse_all(plan, tag_names, single)
+def _new_plan(enc: EncodedGraph, tag_names, is_submodule: bool, top) -> GraphPlan:
+    return GraphPlan(enc, _new_simulator(enc, tag_names, is_submodule, top), is_submodule)
+
+
+def _plan_graph(plan: GraphPlan, root: GraphPlan, tag_names, single: bool) -> Optional[PlanStop]:
+    """Plan ``plan``'s graph, then its control-flow bodies (depth first), up to a stop."""
+    sim, enc = plan.sim, plan.encoded
+    if not plan.is_submodule:
+        plan.validates_tagged = _duplicate_shared_constants(sim, enc, len(tag_names))
+    stop = _fuse_all(plan, root, tag_names, single)
+    if stop is not None:
+        return stop
     for i in sim.order():
         if i < len(enc.nodes) and i in enc.nested:
-            for attr, sub in enc.nested[i]:
-                plan.nested.append((i, attr, _plan_graph(sub, tag_names, True, sim.top, single)))
-    return plan
+            for attr, sub_enc in enc.nested[i]:
+                sub = _new_plan(sub_enc, tag_names, True, sim.top)
+                plan.nested.append((i, attr, sub))
+                stop = _plan_graph(sub, root, tag_names, single)
+                if stop is not None:
+                    return stop
+    return None
 
 
 def plan_program(enc: EncodedGraph, tag_names: Sequence[str], single: bool,
                  strict_tags: bool = False) -> GraphPlan:
-    """Validate, duplicate constants, fuse every tag (and lower it if ``single``)."""
+    """Validate, duplicate constants, fuse every tag (and lower it if ``single``).
+
+    A broken partition rule found while fusing does not raise here: it is the
+    returned plan's ``stop`` (or ``after_preprocess``), raised by the lowering at
+    the point where the reference meets it.
+    """
     check_contract(enc, tag_names, strict_tags)
-    return _plan_graph(enc, tag_names, False, None, single)
+    root = _new_plan(enc, tag_names, False, None)
+    root.stop = _plan_graph(root, root, tag_names, single)
+    return root
 
 
 def iter_partitions(plan: GraphPlan):

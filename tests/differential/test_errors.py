@@ -42,8 +42,10 @@ ERROR_TABLE = {
     "GraphModifiedError": ["mutates_graph", "adds_a_node"],
     "MissingPartitionTagsError": ["partition_tags_none"],
     "BackendNotFoundError": ["unknown_backend"],
-    "CyclicPartitionError": ["cycle", "owned_update_read_and_cycle_spec", "chain_cond_same_tag_names"],
-    "OwnedBufferUpdateReadError": ["owned_update_read_outside", "owned_update_read_and_cycle_direct"],
+    "CyclicPartitionError": ["cycle", "owned_update_read_and_cycle_spec", "chain_cond_same_tag_names",
+                             "failing_backend_then_cycle_spec"],
+    "OwnedBufferUpdateReadError": ["owned_update_read_outside", "owned_update_read_and_cycle_direct",
+                                   "owned_update_read_then_failing"],
     "BufferMutationOutputError": ["owned_update_returned"],
     "MethodWithoutProgramError": ["method_without_program"],
 }
