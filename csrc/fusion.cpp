@@ -653,7 +653,7 @@ void FusionCore::adjust_owning_program(int32_t pid) {
     std::vector<int32_t> out_inputs;
     for (int64_t x : out_args)
         if (x >= 0) out_inputs.push_back(static_cast<int32_t>(x));
-    set_inputs(output_node, out_inputs);
+    if (output_node >= 0) set_inputs(output_node, out_inputs);  // arrays without an output node
     std::vector<int32_t> gone, us;
     users_of(plan.delegate, us);
     for (int32_t u : us)

@@ -346,10 +346,16 @@ def _compare_executorch(case, built, ref: Run, got: Run) -> Optional[Verdict]:
     if runnable:
         CHECKS["runtime run of XNNPACK-only .pte"] += 1
         try:
-            ref_out = H.run_in_runtime(r, [t.clone() for t in built.inputs])
-            got_out = H.run_in_runtime(g, [t.clone() for t in built.inputs])
+            outs = _run_in_child(lambda: [H.run_in_runtime(p, [t.clone() for t in built.inputs])
+                                          for p in (r, g)])
+        except RuntimeCrashed as e:
+            # the bytes are identical (checked above): the runtime's own crash, on both
+            CHECKS[f"runtime crashed on the identical .pte ({e}; ExecuTorch's own)"] += 1
+            CRASHED_RUNTIME_SEEDS.append(case.seed)
+            return None
         except Exception as e:  # noqa: BLE001
             return Verdict(Outcome.MISMATCH, f"runtime of the .pte: {e}")
+        ref_out, got_out = outs
         try:
             H.assert_close_outputs(ref_out, got_out, "runtime fastlower vs reference", 0, 0)
         except AssertionError as e:
@@ -361,6 +367,46 @@ def _compare_executorch(case, built, ref: Run, got: Run) -> Optional[Verdict]:
             # alpha, which its own partitioner never hands it), not a lowering difference
             CHECKS["XNNPACK .pte != eager for both implementations (backend's own)"] += 1
     return None
+
+
+class RuntimeCrashed(Exception):
+    """The child running a .pte died (a signal: ExecuTorch's runtime crashed)."""
+
+
+CRASHED_RUNTIME_SEEDS: List[int] = []
+
+
+def _run_in_child(work: Callable[[], Any]) -> Any:
+    """``work()`` in a forked child: a runtime that crashes on a program (it has segfaulted
+    on some XNNPACK programs) ends that child, not the whole fuzz run."""
+    import multiprocessing
+    import pickle
+
+    ctx = multiprocessing.get_context("fork")
+    receive, send = ctx.Pipe(duplex=False)
+
+    def child() -> None:
+        # plain pickle: multiprocessing's own would share tensors through files that
+        # vanish with the child
+        try:
+            send.send_bytes(pickle.dumps(("ok", work())))
+        except BaseException as e:  # noqa: BLE001 - reported to the parent
+            send.send_bytes(pickle.dumps(("error", f"{type(e).__name__}: {e}")))
+
+    proc = ctx.Process(target=child, daemon=True)
+    proc.start()
+    send.close()
+    try:
+        status, value = pickle.loads(receive.recv_bytes())
+    except EOFError:  # the child died without answering
+        proc.join(timeout=30)
+        raise RuntimeCrashed(f"exit code {proc.exitcode}") from None
+    finally:
+        receive.close()
+    proc.join(timeout=30)
+    if status == "error":
+        raise RuntimeError(value)
+    return value
 
 
 def run_case(case_seed: int, built: Optional[BuiltProgram] = None,

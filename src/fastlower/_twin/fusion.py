@@ -508,7 +508,8 @@ class FusionSimulator:
         self.out_kinds = [self.out_kinds[p] for p in keep]
         self.out_targets = [self.out_targets[p] for p in keep]
         self.out_specs = [self.out_specs[p] for p in keep]
-        self._set_inputs(self.output_node, [x for x in self.out_args if x >= 0])
+        if self.output_node >= 0:  # arrays without an output node
+            self._set_inputs(self.output_node, [x for x in self.out_args if x >= 0])
         gone = []
         for u in list(self.users[plan.delegate]):
             if u in dropped:
