@@ -1140,6 +1140,22 @@ def build_cycle_shared_constant_edited() -> Built:
         _cycle_shared_constant_edited_cat, {"tag0": _spec(), "tag1": _spec()}))
 
 
+def _cycle_then_tagged_output(ep):
+    """tag0 = {sin, tan} (not convex); tag1 = the output node (and the last mul)."""
+    for n in ep.graph.nodes:
+        if n.op == "call_function" and n.target in (exir_ops.edge.aten.sin.default,
+                                                     exir_ops.edge.aten.tan.default):
+            n.meta["delegation_tag"] = "tag0"
+    last = ep.graph.output_node()
+    last.meta["delegation_tag"] = "tag1"
+    last.args[0][0].meta["delegation_tag"] = "tag1"
+
+
+def build_cycle_then_tagged_output() -> Built:
+    return _single(CatThenSinCosTan(), _cat_inputs(), _FnPartitioner(
+        _cycle_then_tagged_output, {"tag0": _spec(), "tag1": _spec()}))
+
+
 def _failing_then_cycle(ep):
     """tag0 = {add, cat} for a backend that fails; tag1 not convex, as above."""
     for n in ep.graph.nodes:
@@ -1322,6 +1338,14 @@ ERROR_CASES: Dict[str, ErrorCase] = {
             message_until="but got 2)",
             doc="duplicating the shared constant k validates the whole tagged program, before "
             "tag0 is fused: the untagged cat's edit fails there (the shape of fuzz case 118)",
+        ),
+        ErrorCase(
+            "cycle_then_tagged_output",
+            build_cycle_then_tagged_output,
+            AssertionError,
+            r"Invalid partition, found dependency cycles",
+            doc="the reference checks a tag's nodes (output tagged) only at that tag's turn: "
+            "tag0's cycle comes first",
         ),
         ErrorCase(
             "failing_backend_then_cycle_direct",

@@ -125,11 +125,10 @@ def _partition(name: str, program: ExportedProgram, partitioner: Partitioner,
     # the reference's owning module is a deep copy of the whole input module: its
     # attributes, used or not, are taken names too
     encoded.taken_lowered = taken_lowered_indices(tagged.graph_module, program.graph_module)
-    plan = plan_program(encoded, tag_names, single, state.strict_tags_enabled())
-    if plan.validates_tagged and edits:
-        # the reference validates the whole tagged program when it duplicates a shared
-        # constant, before it fuses anything: an invalid edit anywhere fails there
-        tagged._validate()
+    # an invalid edit anywhere fails where the reference's constant duplication
+    # validates the whole tagged program
+    plan = plan_program(encoded, tag_names, single, state.strict_tags_enabled(),
+                        validate_tagged=tagged._validate if edits else None)
     lowering = MethodLowering(name, program, tagged, result, tag_names, plan, edits,
                               stop=plan.stop)
     _collect_builders(lowering, plan)

@@ -11,7 +11,7 @@ import logging
 import os
 import warnings
 from dataclasses import dataclass, field
-from typing import List, Optional, Sequence, Tuple
+from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 from . import errors
 from ._core_loader import load_core
@@ -19,11 +19,14 @@ from ._twin import contract as twin_contract
 from ._twin import grouping as twin_grouping
 from ._twin import identity as twin_identity
 from ._twin.fusion import (
-    OP_PLACEHOLDER, FusionSimulator, PartitionPlan,
+    OP_OUTPUT, OP_PLACEHOLDER, ROLE_BUFFER, ROLE_CONSTANT, ROLE_PARAMETER, FusionSimulator,
+    PartitionPlan,
 )
 from .encode import EncodedGraph
 
 log = logging.getLogger(__name__)
+
+_OWNABLE_ROLES = (ROLE_PARAMETER, ROLE_BUFFER, ROLE_CONSTANT)
 
 _core = None if os.environ.get("FASTLOWER_FORCE_PYTHON") == "1" else load_core()
 
@@ -114,9 +117,6 @@ class GraphPlan:
     # multi-method path: an owned buffer update read outside its delegate, which the
     # reference meets inserting that delegate, after its backend's preprocess
     after_preprocess: Optional[PlanStop] = None
-    # a tagged constant is shared with another tag: the reference then validates the
-    # whole tagged program (duplicate_constant_node), before any fusion
-    validates_tagged: bool = False
 
     @property
     def partitions(self) -> List[PartitionPlan]:
@@ -124,21 +124,13 @@ class GraphPlan:
 
 
 def check_contract(enc: EncodedGraph, tag_names: Sequence[str], strict_tags: bool) -> None:
-    """Raise the typed error for the first broken partition rule in ``enc`` (and nested graphs)."""
+    """Raise :class:`errors.UnknownTagError` (``strict_tags`` only), else warn of unknown tags,
+    in ``enc`` and nested graphs. Broken partition rules are found by :func:`_contract_stops`
+    as each graph is planned, and raised where the reference meets them."""
     a = enc.arrays
-    offsets, flat = _csr(a.users)
-    code, node, other = find_contract_violation(a.op, a.tags, a.roles, enc.no_copy, offsets, flat,
-                                                strict_tags)
-    name = lambda i: a.names[i]  # noqa: E731
-    tag = lambda i: tag_names[a.tags[i]] if a.tags[i] >= 0 else enc.unknown_tags.get(i)  # noqa: E731
-    if code == twin_contract.UNKNOWN_TAG:
-        raise errors.UnknownTagError(name(node), str(enc.unknown_tags[node]), tag_names)
-    if code == twin_contract.TAGGED_OUTPUT:
-        raise errors.TaggedOutputError(name(node), tag(node))
-    if code == twin_contract.TAGGED_USER_INPUT:
-        raise errors.TaggedUserInputError(name(node), tag(node))
-    if code == twin_contract.NO_COPY_SHARED:
-        raise errors.SharedConstantError(name(node), tag(node), name(other), tag(other), True)
+    if strict_tags and enc.unknown_tags:
+        node = next(iter(enc.unknown_tags))
+        raise errors.UnknownTagError(a.names[node], str(enc.unknown_tags[node]), tag_names)
     if enc.unknown_tags:
         warnings.warn(errors.UndelegatedTagWarning(
             "nodes tagged with tags missing from partition_tags stay undelegated: "
@@ -149,8 +141,59 @@ def check_contract(enc: EncodedGraph, tag_names: Sequence[str], strict_tags: boo
             check_contract(sub, tag_names, strict_tags)
 
 
-def _fuse_all(plan: GraphPlan, root: GraphPlan, tag_names: Sequence[str],
-              single: bool) -> Optional[PlanStop]:
+@dataclass
+class ContractStops:
+    """Broken partition rules of one graph, by tag index, where the reference meets them."""
+
+    duplicating: Dict[int, errors.FastlowerError] = field(default_factory=dict)
+    fusing: Dict[int, errors.FastlowerError] = field(default_factory=dict)
+
+
+def _contract_stops(enc: EncodedGraph, tag_names: Sequence[str], is_submodule: bool) -> ContractStops:
+    """Where the reference raises each broken partition rule of this graph.
+
+    The native check answers whether any rule is broken (the common case: none);
+    only then are the rules placed, per tag. Duplicating the top-level graph's
+    shared constants (tag by tag, before any fusion) the reference meets a
+    ``no_copy`` constant used by another tag, and a tagged user input used by
+    another tag; collecting a tag's nodes to fuse them, a tagged output node and
+    any other tagged user input (a tagged placeholder of a control-flow body).
+    """
+    a = enc.arrays
+    offsets, flat = _csr(a.users)
+    code, _, _ = find_contract_violation(a.op, a.tags, a.roles, enc.no_copy, offsets, flat, False)
+    stops = ContractStops()
+    if code == twin_contract.OK:
+        return stops
+    tag_of = lambda i: tag_names[a.tags[i]] if a.tags[i] >= 0 else enc.unknown_tags.get(i)  # noqa: E731
+    no_copy_shared: Dict[int, errors.FastlowerError] = {}
+    input_shared: Dict[int, errors.FastlowerError] = {}
+    for i, t in enumerate(a.tags):
+        if t < 0:
+            continue
+        if a.op[i] == OP_OUTPUT:
+            stops.fusing.setdefault(t, errors.TaggedOutputError(a.names[i], tag_names[t]))
+            continue
+        if a.op[i] != OP_PLACEHOLDER:
+            continue
+        other = next((u for u in a.users[i] if a.tags[u] != t), None)
+        if a.roles[i] not in _OWNABLE_ROLES:
+            error = errors.TaggedUserInputError(a.names[i], tag_names[t])
+            if other is not None and not is_submodule:
+                input_shared.setdefault(t, error)
+            else:
+                stops.fusing.setdefault(t, error)
+        elif enc.no_copy[i] and other is not None:
+            no_copy_shared.setdefault(t, errors.SharedConstantError(
+                a.names[i], tag_names[t], a.names[other], tag_of(other), True))
+    # within a tag, its no_copy scan comes before its duplications
+    for t in sorted(set(no_copy_shared) | set(input_shared)):
+        stops.duplicating[t] = no_copy_shared.get(t) or input_shared[t]
+    return stops
+
+
+def _fuse_all(plan: GraphPlan, root: GraphPlan, tag_names: Sequence[str], single: bool,
+              contract: ContractStops) -> Optional[PlanStop]:
     """Fuse every tag in order (and insert its delegate if ``single``), up to the first stop."""
     sim = plan.sim
     n_tags = len(tag_names)
@@ -163,6 +206,8 @@ def _fuse_all(plan: GraphPlan, root: GraphPlan, tag_names: Sequence[str],
             continue
         members.sort(key=sim.pos.__getitem__)
         fused = len(sim.partitions)
+        if t in contract.fusing:
+            return PlanStop(contract.fusing[t], FUSE, plan, fused)
         path = sim.find_cycle(members)
         if path is not None:
             return PlanStop(errors.CyclicPartitionError(tag_names[t], [sim.names[i] for i in path]),
@@ -214,28 +259,39 @@ def _owned_update_read(sim, part, tag: str, targets) -> Optional[errors.Fastlowe
     return None
 
 
-def _duplicate_shared_constants(sim, enc: EncodedGraph, n_tags: int) -> bool:
+def _duplicate_shared_constants(plan: GraphPlan, n_tags: int, contract: ContractStops,
+                                validate_tagged: Optional[Callable[[], None]]) -> Optional[PlanStop]:
     """Per tag, in tag order: each user of a shared tagged constant gets its own copy.
 
     Within a tag the reference duplicates its candidates in the iteration order
     of a Python ``set`` of their names (string hashing, so it varies between
     processes); building the same set here, in the same process, reproduces it.
     Constants touched here are never candidates again (each is left with users
-    of one tag), so every placeholder is examined once. Returns whether any
-    constant was a candidate.
+    of one tag), so every placeholder is examined once.
+
+    Stops, before any fusion, at a tag's broken rule met here, or where the
+    reference's first duplication validates the whole tagged program
+    (``validate_tagged``, given when the partitioner edited it) and that fails.
     """
+    sim, enc = plan.sim, plan.encoded
     a = enc.arrays
     by_tag: List[List[int]] = [[] for _ in range(n_tags)]
     for i, o in enumerate(a.op):
         if o == OP_PLACEHOLDER and 0 <= a.tags[i] < n_tags:
             by_tag[a.tags[i]].append(i)
-    any_candidate = False
     for t in range(n_tags):
+        if t in contract.duplicating:
+            return PlanStop(contract.duplicating[t], FUSE, plan, 0)
         candidates = [c for c in by_tag[t] if sim.tags[c] == t
                       and any(sim.tags[u] != t for u in sim.users[c])]
         if not candidates:
             continue
-        any_candidate = True
+        if validate_tagged is not None:
+            try:
+                validate_tagged()
+            except Exception as exc:  # the verifier's own error is the error
+                return PlanStop(exc, FUSE, plan, 0)
+            validate_tagged = None  # the program it validates is the same every time
         by_name = {sim.names[c]: c for c in candidates}
         names = set()
         for c in candidates:
@@ -247,19 +303,23 @@ def _duplicate_shared_constants(sim, enc: EncodedGraph, n_tags: int) -> bool:
             touched.extend(sim.duplicate_constant(c))
         for c in touched:
             sim.retag_constant(c)
-    return any_candidate
+    return None
 
 
 def _new_plan(enc: EncodedGraph, tag_names, is_submodule: bool, top) -> GraphPlan:
     return GraphPlan(enc, _new_simulator(enc, tag_names, is_submodule, top), is_submodule)
 
 
-def _plan_graph(plan: GraphPlan, root: GraphPlan, tag_names, single: bool) -> Optional[PlanStop]:
+def _plan_graph(plan: GraphPlan, root: GraphPlan, tag_names, single: bool,
+                validate_tagged: Optional[Callable[[], None]]) -> Optional[PlanStop]:
     """Plan ``plan``'s graph, then its control-flow bodies (depth first), up to a stop."""
     sim, enc = plan.sim, plan.encoded
+    contract = _contract_stops(enc, tag_names, plan.is_submodule)
     if not plan.is_submodule:
-        plan.validates_tagged = _duplicate_shared_constants(sim, enc, len(tag_names))
-    stop = _fuse_all(plan, root, tag_names, single)
+        stop = _duplicate_shared_constants(plan, len(tag_names), contract, validate_tagged)
+        if stop is not None:
+            return stop
+    stop = _fuse_all(plan, root, tag_names, single, contract)
     if stop is not None:
         return stop
     for i in sim.order():
@@ -267,23 +327,26 @@ def _plan_graph(plan: GraphPlan, root: GraphPlan, tag_names, single: bool) -> Op
             for attr, sub_enc in enc.nested[i]:
                 sub = _new_plan(sub_enc, tag_names, True, sim.top)
                 plan.nested.append((i, attr, sub))
-                stop = _plan_graph(sub, root, tag_names, single)
+                stop = _plan_graph(sub, root, tag_names, single, None)
                 if stop is not None:
                     return stop
     return None
 
 
 def plan_program(enc: EncodedGraph, tag_names: Sequence[str], single: bool,
-                 strict_tags: bool = False) -> GraphPlan:
-    """Validate, duplicate constants, fuse every tag (and lower it if ``single``).
+                 strict_tags: bool = False,
+                 validate_tagged: Optional[Callable[[], None]] = None) -> GraphPlan:
+    """Duplicate shared constants, fuse every tag (and lower it if ``single``).
 
-    A broken partition rule found while fusing does not raise here: it is the
-    returned plan's ``stop`` (or ``after_preprocess``), raised by the lowering at
-    the point where the reference meets it.
+    A broken partition rule does not raise here: it is the returned plan's ``stop``
+    (or ``after_preprocess``), raised by the lowering at the point where the
+    reference meets it. ``validate_tagged`` validates the whole tagged program
+    (given when the partitioner edited it); it runs where the reference's constant
+    duplication validates it.
     """
     check_contract(enc, tag_names, strict_tags)
     root = _new_plan(enc, tag_names, False, None)
-    root.stop = _plan_graph(root, root, tag_names, single)
+    root.stop = _plan_graph(root, root, tag_names, single, validate_tagged)
     return root
 
 

@@ -43,7 +43,7 @@ ERROR_TABLE = {
     "MissingPartitionTagsError": ["partition_tags_none"],
     "BackendNotFoundError": ["unknown_backend"],
     "CyclicPartitionError": ["cycle", "owned_update_read_and_cycle_spec", "chain_cond_same_tag_names",
-                             "failing_backend_then_cycle_spec"],
+                             "failing_backend_then_cycle_spec", "cycle_then_tagged_output"],
     "OwnedBufferUpdateReadError": ["owned_update_read_outside", "owned_update_read_and_cycle_direct",
                                    "owned_update_read_then_failing"],
     "BufferMutationOutputError": ["owned_update_returned"],
