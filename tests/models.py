@@ -1093,14 +1093,19 @@ class CatThenSinCosTan(nn.Module):
         return s.cos().tan() * s
 
 
+def _tag_sin_tan(ep, tag: str) -> None:
+    """sin and tan around an untagged cos: a partition that is not convex."""
+    for n in ep.graph.nodes:
+        if n.op == "call_function" and n.target in (exir_ops.edge.aten.sin.default,
+                                                     exir_ops.edge.aten.tan.default):
+            n.meta["delegation_tag"] = tag
+
+
 def _edited_cat_then_cycle(ep):
     """tag0 = {add, cat} with cat's dim edited to 2 (its program fails the verifier);
     tag1 = {sin, tan} around an untagged cos (not convex)."""
     _edit_cat_dim(ep)
-    for n in ep.graph.nodes:
-        if n.op == "call_function" and n.target in (exir_ops.edge.aten.sin.default,
-                                                     exir_ops.edge.aten.tan.default):
-            n.meta["delegation_tag"] = "tag1"
+    _tag_sin_tan(ep, "tag1")
 
 
 def _cat_inputs():
@@ -1125,10 +1130,8 @@ class SharedBufferAfterCat(nn.Module):
 def _cycle_shared_constant_edited_cat(ep):
     """tag0 = {sin, tan} (not convex); tag1 = {k, the add reading it}, while an untagged
     mul reads k too (so k is duplicated); the untagged cat's dim edited to 2."""
+    _tag_sin_tan(ep, "tag0")
     for n in ep.graph.nodes:
-        if n.op == "call_function" and n.target in (exir_ops.edge.aten.sin.default,
-                                                     exir_ops.edge.aten.tan.default):
-            n.meta["delegation_tag"] = "tag0"
         if n.name in ("b_k", "aten_add_tensor_1"):
             n.meta["delegation_tag"] = "tag1"
         if n.op == "call_function" and n.target == exir_ops.edge.aten.cat.default:
@@ -1142,10 +1145,7 @@ def build_cycle_shared_constant_edited() -> Built:
 
 def _cycle_then_tagged_output(ep):
     """tag0 = {sin, tan} (not convex); tag1 = the output node (and the last mul)."""
-    for n in ep.graph.nodes:
-        if n.op == "call_function" and n.target in (exir_ops.edge.aten.sin.default,
-                                                     exir_ops.edge.aten.tan.default):
-            n.meta["delegation_tag"] = "tag0"
+    _tag_sin_tan(ep, "tag0")
     last = ep.graph.output_node()
     last.meta["delegation_tag"] = "tag1"
     last.args[0][0].meta["delegation_tag"] = "tag1"
@@ -1162,9 +1162,7 @@ def _failing_then_cycle(ep):
         if n.op == "call_function" and n.target in (exir_ops.edge.aten.cat.default,
                                                      exir_ops.edge.aten.add.Tensor):
             n.meta["delegation_tag"] = "tag0"
-        if n.op == "call_function" and n.target in (exir_ops.edge.aten.sin.default,
-                                                     exir_ops.edge.aten.tan.default):
-            n.meta["delegation_tag"] = "tag1"
+    _tag_sin_tan(ep, "tag1")
 
 
 def build_failing_then_cycle() -> Built:
