@@ -95,7 +95,7 @@ class PlanStop:
     number of partitions fused before the failing tag).
     """
 
-    error: errors.FastlowerError
+    error: BaseException  # a FastlowerError, or the verifier's own
     stage: str
     graph: "GraphPlan"
     pid: int
@@ -259,8 +259,10 @@ def _owned_update_read(sim, part, tag: str, targets) -> Optional[errors.Fastlowe
     return None
 
 
-def _duplicate_shared_constants(plan: GraphPlan, n_tags: int, contract: ContractStops,
-                                validate_tagged: Optional[Callable[[], None]]) -> Optional[PlanStop]:
+def _duplicate_shared_constants(sim, enc: EncodedGraph, n_tags: int,
+                                contract: Optional[ContractStops] = None,
+                                validate_tagged: Optional[Callable[[], None]] = None,
+                                ) -> Optional[BaseException]:
     """Per tag, in tag order: each user of a shared tagged constant gets its own copy.
 
     Within a tag the reference duplicates its candidates in the iteration order
@@ -271,17 +273,17 @@ def _duplicate_shared_constants(plan: GraphPlan, n_tags: int, contract: Contract
 
     Stops, before any fusion, at a tag's broken rule met here, or where the
     reference's first duplication validates the whole tagged program
-    (``validate_tagged``, given when the partitioner edited it) and that fails.
+    (``validate_tagged``, given when the partitioner edited it) and that fails:
+    returns that error.
     """
-    sim, enc = plan.sim, plan.encoded
     a = enc.arrays
     by_tag: List[List[int]] = [[] for _ in range(n_tags)]
     for i, o in enumerate(a.op):
         if o == OP_PLACEHOLDER and 0 <= a.tags[i] < n_tags:
             by_tag[a.tags[i]].append(i)
     for t in range(n_tags):
-        if t in contract.duplicating:
-            return PlanStop(contract.duplicating[t], FUSE, plan, 0)
+        if contract is not None and t in contract.duplicating:
+            return contract.duplicating[t]
         candidates = [c for c in by_tag[t] if sim.tags[c] == t
                       and any(sim.tags[u] != t for u in sim.users[c])]
         if not candidates:
@@ -290,7 +292,7 @@ def _duplicate_shared_constants(plan: GraphPlan, n_tags: int, contract: Contract
             try:
                 validate_tagged()
             except Exception as exc:  # the verifier's own error is the error
-                return PlanStop(exc, FUSE, plan, 0)
+                return exc
             validate_tagged = None  # the program it validates is the same every time
         by_name = {sim.names[c]: c for c in candidates}
         names = set()
@@ -316,9 +318,9 @@ def _plan_graph(plan: GraphPlan, root: GraphPlan, tag_names, single: bool,
     sim, enc = plan.sim, plan.encoded
     contract = _contract_stops(enc, tag_names, plan.is_submodule)
     if not plan.is_submodule:
-        stop = _duplicate_shared_constants(plan, len(tag_names), contract, validate_tagged)
-        if stop is not None:
-            return stop
+        error = _duplicate_shared_constants(sim, enc, len(tag_names), contract, validate_tagged)
+        if error is not None:  # before any fusion
+            return PlanStop(error, FUSE, plan, 0)
     stop = _fuse_all(plan, root, tag_names, single, contract)
     if stop is not None:
         return stop
