@@ -41,5 +41,5 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
         terminalreporter.write_line(tabulate(sorted(oracle.CHECKS.items()),
                                              headers=("deeper check", "cases")))
     if oracle.CRASHED_RUNTIME_SEEDS:
-        terminalreporter.write_line("runtime crashed (identical .pte from both) in case seeds: "
+        terminalreporter.write_line("runtime crashed or failed (identical .pte from both) in case seeds: "
                                     + " ".join(map(str, oracle.CRASHED_RUNTIME_SEEDS)))

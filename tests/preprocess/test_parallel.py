@@ -117,3 +117,58 @@ def test_options_restore_previous():
     with pytest.raises(ValueError):
         with pp.options(workers=0):
             pp.settings.resolve()
+
+
+def test_two_threads_lower_at_once_on_fork_pools():
+    """Two lowerings in two threads, each forking its own workers at the same moment,
+    with its own options() block: each gets its own partitions and settings."""
+    import threading
+
+    serial = {n: fingerprint(_lower(1, edge_blocks(n))[0]) for n in (3, 4)}
+    children_before = child_processes()
+    for _ in range(4):
+        barrier = threading.Barrier(2)
+        got, errors = {}, []
+
+        def lower(n: int, workers: int) -> None:
+            try:
+                with pp.options(workers=workers):
+                    barrier.wait()
+                    program = edge_blocks(n)
+                    lowered = fastlower.to_backend(program, LinearPartitioner(specs_for=_specs))
+                got[n] = (fingerprint(lowered), fastlower.last_report().preprocess_runner)
+            except BaseException as exc:  # noqa: BLE001 - reported below
+                errors.append(exc)
+
+        threads = [threading.Thread(target=lower, args=(3, 2)),
+                   threading.Thread(target=lower, args=(4, 3))]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert not errors, errors
+        assert got[3] == (serial[3], "fork pool, 2 workers")
+        assert got[4] == (serial[4], "fork pool, 3 workers")
+    assert not new_children(children_before)
+
+
+def test_options_block_is_per_thread():
+    import threading
+
+    seen = {}
+    inside, leave = threading.Event(), threading.Event()
+
+    def other() -> None:
+        with pp.options(workers=5):
+            inside.set()
+            leave.wait(10)
+            seen["other"] = pp.settings.resolve().workers
+
+    thread = threading.Thread(target=other)
+    with pp.options(workers=2):
+        thread.start()
+        inside.wait(10)
+        seen["main"] = pp.settings.resolve().workers
+        leave.set()
+        thread.join()
+    assert seen == {"main": 2, "other": 5}

@@ -24,6 +24,7 @@ import logging
 import multiprocessing
 import os
 import signal
+import threading
 from concurrent.futures import (
     FIRST_COMPLETED, BrokenExecutor, Executor, Future, ProcessPoolExecutor, wait,
 )
@@ -85,9 +86,12 @@ def run_serial(jobs: Sequence[PreprocessJob], done: Done) -> None:
 # --- the fork pool ----------------------------------------------------------------
 # Workers are forked after the partition programs exist and find their job by
 # index in this list: programs are never pickled, and their pages are shared
-# copy-on-write with the caller.
+# copy-on-write with the caller. The two globals hold one lowering's state from
+# just before its workers are forked until they are (under _FORK_LOCK): a lowering
+# in another thread must not hand its state to these workers.
 _INHERITED: List[PreprocessJob] = []
 _STARTED = None  # shared int array: pid of the worker that started job i, 0 if none
+_FORK_LOCK = threading.Lock()
 
 
 def _worker_start() -> None:
@@ -114,11 +118,12 @@ def _kill(processes) -> None:
         proc.join(timeout=10)
 
 
-def _died(jobs: Sequence[PreprocessJob], finished: set, processes: Dict[int, object]) -> WorkerDiedError:
+def _died(jobs: Sequence[PreprocessJob], started, finished: set,
+          processes: Dict[int, object]) -> WorkerDiedError:
     """Which partitions were running in a worker that died, and how it died."""
     for proc in processes.values():
         proc.join(timeout=10)
-    running = [(i, _STARTED[i]) for i in range(len(jobs)) if _STARTED[i] and i not in finished]
+    running = [(i, started[i]) for i in range(len(jobs)) if started[i] and i not in finished]
     exits = {pid: getattr(processes.get(pid), "exitcode", None) for _, pid in running}
     # the pool terminates the surviving workers with SIGTERM after one dies:
     # the culprit is the one that died otherwise, if any did
@@ -137,16 +142,21 @@ def run_fork_pool(jobs: Sequence[PreprocessJob], workers: int, done: Done) -> No
     """The jobs on ``workers`` forked processes (``ProcessPoolExecutor``, fork context)."""
     global _INHERITED, _STARTED
     context = multiprocessing.get_context("fork")
-    _INHERITED = list(jobs)
-    _STARTED = context.Array("i", len(jobs), lock=False)
+    started = context.Array("i", len(jobs), lock=False)
     pool = ProcessPoolExecutor(max_workers=min(workers, len(jobs)), mp_context=context,
                                initializer=_worker_start)
     processes: Dict[int, object] = {}
     finished: set = set()
     try:
-        pending: Dict[Future, int] = {pool.submit(_run_inherited, i): i for i in range(len(jobs))}
-        # with the fork context every worker is started on the first submit
-        processes = dict(getattr(pool, "_processes", {}) or {})
+        with _FORK_LOCK:
+            _INHERITED, _STARTED = list(jobs), started
+            try:
+                # with the fork context every worker is forked on the first submit
+                pending: Dict[Future, int] = {pool.submit(_run_inherited, i): i
+                                              for i in range(len(jobs))}
+                processes = dict(getattr(pool, "_processes", {}) or {})
+            finally:
+                _INHERITED, _STARTED = [], None
         failure = EarliestFailure()
         while ready := _wait_in_order(pending, failure):
             for future in ready:
@@ -155,7 +165,7 @@ def run_fork_pool(jobs: Sequence[PreprocessJob], workers: int, done: Done) -> No
                 try:
                     _, result, seconds = future.result()
                 except BrokenProcessPool:
-                    raise _died(jobs, finished, processes) from None
+                    raise _died(jobs, started, finished, processes) from None
                 except Exception as exc:
                     failure.record(position, job, exc)
                     continue
@@ -168,7 +178,6 @@ def run_fork_pool(jobs: Sequence[PreprocessJob], workers: int, done: Done) -> No
         raise
     finally:
         pool.shutdown(wait=True, cancel_futures=True)
-        _INHERITED, _STARTED = [], None
 
 
 def _lost_worker(exc: BaseException) -> bool:

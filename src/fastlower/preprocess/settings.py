@@ -30,6 +30,7 @@ import os
 import sys
 from concurrent.futures import Executor
 from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Iterator, Optional, Union
@@ -49,7 +50,10 @@ class PreprocessOptions:
     progress: Optional[bool] = None
 
 
-_CURRENT = PreprocessOptions()
+_CURRENT = PreprocessOptions()  # process-wide (set_options)
+# inside an options() block: that block's settings, for this thread / context only
+_SCOPED: ContextVar[Optional[PreprocessOptions]] = ContextVar("fastlower_preprocess_options",
+                                                             default=None)
 
 
 def _env_flag(name: str) -> bool:
@@ -77,7 +81,7 @@ class ResolvedOptions:
 
 def resolve() -> ResolvedOptions:
     """The settings for the lowering about to run."""
-    opts = _CURRENT
+    opts = current()
     workers = opts.workers
     if workers is None:
         env = os.environ.get("FASTLOWER_WORKERS", "").strip()
@@ -100,12 +104,15 @@ def resolve() -> ResolvedOptions:
 
 
 def current() -> PreprocessOptions:
-    """The options set in Python (not yet merged with the environment)."""
-    return _CURRENT
+    """The options set in Python (not yet merged with the environment): the innermost
+    ``options()`` block of this thread, else the process-wide ones."""
+    scoped = _SCOPED.get()
+    return scoped if scoped is not None else _CURRENT
 
 
 def set_options(**changes) -> None:
-    """Changes the process-wide options (the same keywords as :func:`options`)."""
+    """Changes the process-wide options (the same keywords as :func:`options`); an
+    ``options()`` block in progress keeps its own settings."""
     global _CURRENT
     _CURRENT = replace(_CURRENT, **changes)
 
@@ -123,14 +130,16 @@ def options(*, workers: Optional[int] = None, executor: Optional[Executor] = Non
     are then sent to it serialized. ``cache_dir`` turns the content-addressed
     cache of preprocess results on; ``verify=True`` re-runs ``preprocess`` on
     every hit and raises if the result differs.
+
+    The block's settings hold for the calling thread (context) only: lowerings in
+    other threads keep theirs.
     """
-    global _CURRENT
-    previous = _CURRENT
     requested = dict(workers=workers, executor=executor, cache_dir=cache_dir,
                      cache_size=cache_size, verify=verify, progress=progress)
     given = {k: v for k, v in requested.items() if v is not None}
-    _CURRENT = replace(previous, **given)
+    scoped = replace(current(), **given)
+    token = _SCOPED.set(scoped)
     try:
-        yield _CURRENT
+        yield scoped
     finally:
-        _CURRENT = previous
+        _SCOPED.reset(token)
