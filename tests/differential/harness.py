@@ -277,10 +277,10 @@ _EVAL_KEY = re.compile(r"<eval_with_key>\.(\d+)")
 
 
 class _Canon:
-    """Turns objects into nested tuples of primitives.  Memory addresses
-    (``id()`` based ``graph_id`` in ``NodeSource``, ``0x…`` in reprs) are
-    renumbered in order of first appearance, so relational structure is kept
-    but absolute addresses (which differ between any two runs) are not."""
+    """Turns objects into nested tuples of primitives.  Process-global counters and
+    memory addresses (``0x…`` in reprs) are renumbered in order of first
+    appearance, so relational structure is kept but absolute values (which differ
+    between any two runs) are not; ``NodeSource.graph_id`` is dropped."""
 
     def __init__(self, with_values: bool = True) -> None:
         self.ids: Dict[int, int] = {}
@@ -363,14 +363,15 @@ class _Canon:
         if isinstance(obj, dict):
             return ("dict", tuple((c(k), c(v)) for k, v in obj.items()))
         if type(obj).__name__ == "NodeSource":
+            # graph_id is id() of a graph met while tracing, long freed: whether two
+            # NodeSources' ids coincide depends on address reuse (a CI run saw one
+            # export reuse an address the other did not), so it is left out
             info = obj.node_info
             return (
                 "NodeSource",
                 obj.pass_name,
                 tuple(a.name for a in obj.action),
-                None
-                if info is None
-                else (info.name, info.target, self._id(info.graph_id)),
+                None if info is None else (info.name, info.target),
                 tuple(c(x) for x in obj.from_node),
             )
         if isinstance(obj, torch.fx.GraphModule):
