@@ -19,14 +19,11 @@ from ._twin import contract as twin_contract
 from ._twin import grouping as twin_grouping
 from ._twin import identity as twin_identity
 from ._twin.fusion import (
-    OP_OUTPUT, OP_PLACEHOLDER, ROLE_BUFFER, ROLE_CONSTANT, ROLE_PARAMETER, FusionSimulator,
-    PartitionPlan,
+    OP_OUTPUT, OP_PLACEHOLDER, FusionSimulator, PartitionPlan,
 )
 from .encode import EncodedGraph
 
 log = logging.getLogger(__name__)
-
-_OWNABLE_ROLES = (ROLE_PARAMETER, ROLE_BUFFER, ROLE_CONSTANT)
 
 _core = None if os.environ.get("FASTLOWER_FORCE_PYTHON") == "1" else load_core()
 
@@ -177,7 +174,7 @@ def _contract_stops(enc: EncodedGraph, tag_names: Sequence[str], is_submodule: b
         if a.op[i] != OP_PLACEHOLDER:
             continue
         other = next((u for u in a.users[i] if a.tags[u] != t), None)
-        if a.roles[i] not in _OWNABLE_ROLES:
+        if a.roles[i] not in twin_contract.OWNABLE_ROLES:
             error = errors.TaggedUserInputError(a.names[i], tag_names[t])
             if other is not None and not is_submodule:
                 input_shared.setdefault(t, error)

@@ -10,7 +10,8 @@ from .fusion import OP_OUTPUT, OP_PLACEHOLDER, ROLE_BUFFER, ROLE_CONSTANT, ROLE_
 # violation codes, shared with the C++ core
 OK, TAGGED_OUTPUT, TAGGED_USER_INPUT, UNKNOWN_TAG, NO_COPY_SHARED = range(5)
 
-_OWNABLE = (ROLE_PARAMETER, ROLE_BUFFER, ROLE_CONSTANT)
+# placeholder roles a partition may own (the reference's is_param/is_buffer/is_lifted_tensor_constant)
+OWNABLE_ROLES = (ROLE_PARAMETER, ROLE_BUFFER, ROLE_CONSTANT)
 
 
 def find_contract_violation(op: Sequence[int], tags: Sequence[int], roles: Sequence[int],
@@ -42,7 +43,7 @@ def find_contract_violation(op: Sequence[int], tags: Sequence[int], roles: Seque
         if op[i] == OP_OUTPUT:
             return TAGGED_OUTPUT, i, -1
         if op[i] == OP_PLACEHOLDER:
-            if roles[i] not in _OWNABLE:
+            if roles[i] not in OWNABLE_ROLES:
                 return TAGGED_USER_INPUT, i, -1
             if no_copy[i]:
                 for k in range(users_offsets[i], users_offsets[i + 1]):
