@@ -22,7 +22,7 @@ __all__ = ["load_core", "FORCE_PYTHON_ENV", "CORE_INTERFACE"]
 
 FORCE_PYTHON_ENV = "FASTLOWER_FORCE_PYTHON"
 # must equal FASTLOWER_CORE_INTERFACE in csrc/bind_info.cpp; bump both together
-CORE_INTERFACE = 6
+CORE_INTERFACE = 7
 
 _warned = False
 
