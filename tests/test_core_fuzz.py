@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import glob
 import os
+import resource
 import subprocess
 import sys
 
@@ -88,17 +89,30 @@ def test_seed_decodes_to_the_recorded_llama_graph(harness):
     assert len(sim.partitions) >= 5 and sim.lowered_count == len(sim.partitions)
 
 
+def rss_limit_mb(headroom_mb: int = 4096) -> int:
+    """libFuzzer's RSS limit for a child of this process.
+
+    libFuzzer reads its RSS as ``ru_maxrss``, which Linux carries across ``execve``: the
+    fuzzer starts with this pytest process's peak (about 4 GB after the default suite) and
+    a fixed 4096 MB limit would flag an OOM the fuzzer never had.  The limit is that
+    inherited peak plus the headroom the fuzzer itself may use.
+    """
+    inherited_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024  # KiB on Linux
+    return inherited_mb + headroom_mb
+
+
 def test_fuzzer_runs_clean(tmp_path):
     """Bounded atheris run from the committed corpus (new inputs go to tmp_path, not the corpus)."""
     new_inputs = tmp_path / "new"
     new_inputs.mkdir()
     cmd = [sys.executable, os.path.join(FUZZ_DIR, "fuzz_core.py"), str(new_inputs), CORPUS,
-           f"-max_total_time={SECONDS}", "-timeout=30", "-rss_limit_mb=4096",
+           f"-max_total_time={SECONDS}", "-timeout=30", f"-rss_limit_mb={rss_limit_mb()}",
            f"-artifact_prefix={tmp_path}/", "-print_final_stats=1"]
     proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=SECONDS + 300)
     log = "\n".join(line for line in (proc.stdout + proc.stderr).splitlines()
                     if not line.startswith("INFO: Instrumenting"))
     artifacts = [p.name for p in tmp_path.iterdir() if p.name.startswith(("crash-", "timeout-", "oom-"))]
-    assert proc.returncode == 0 and not artifacts, f"fuzzer failed: {artifacts}\n{log[-6000:]}"
+    seed = next((line for line in log.splitlines() if line.startswith("INFO: Seed:")), "seed not printed")
+    assert proc.returncode == 0 and not artifacts, f"fuzzer failed ({seed}): {artifacts}\n{log[-6000:]}"
     runs = [line for line in log.splitlines() if "stat::number_of_executed_units" in line]
     assert runs and int(runs[-1].split(":")[-1]) > 100, log[-2000:]

@@ -259,7 +259,6 @@ CONTRACT_CASES = [
     ("offsets decrease", dict(users_offsets=[0, 2, 1, 2]), ValueError, r"users_offsets decreases at 2"),
     ("offsets end short", dict(users_offsets=[0, 1, 1, 1]), ValueError, r"users_offsets\[3\] is not len\(users_flat\) = 2"),
     ("offsets end long", dict(users_offsets=[0, 1, 2, 5]), ValueError, r"users_offsets\[3\] is not len"),
-    ("offsets beyond int64", dict(users_offsets=[0, HUGE, HUGE, 2]), ValueError, r"users_offsets decreases at 3"),
     ("user id", dict(users_flat=[1, 3]), IndexError, r"users_flat\[1\] is not a node id in \[0, 3\)"),
     ("negative user id", dict(users_flat=[-1, 2]), IndexError, r"users_flat\[0\] is not a node id"),
     ("tag below -2", dict(tags=[0, -3, -1]), IndexError, r"tags\[1\] is not -2, -1 or a tag id >= 0"),
@@ -270,6 +269,20 @@ CONTRACT_CASES = [
 def test_find_contract_violation_rejects(label, changes, exc_type, match):
     impls = {"core": core_module.find_contract_violation, "twin": twin_contract.find_contract_violation}
     both_raise(lambda impl: impls[impl](*contract_args(**changes)), exc_type, match)
+
+
+@pytest.mark.parametrize("offsets, twin_message", [
+    ([0, HUGE, HUGE, 2], r"users_offsets decreases at 3"),
+    ([0, 2 * HUGE, HUGE, 2], r"users_offsets decreases at 2"),
+    ([0, 1, 2, HUGE], r"users_offsets\[3\] is not len\(users_flat\) = 2"),
+])
+def test_contract_offsets_beyond_int64_are_a_core_limit(offsets, twin_message):
+    """Offsets are compared with each other, so the core does not clamp them: OverflowError
+    (a documented core limit; the encoder never makes them), where the twin names the rule."""
+    with pytest.raises(OverflowError):
+        core_module.find_contract_violation(*contract_args(users_offsets=offsets))
+    with pytest.raises(ValueError, match=twin_message):
+        twin_contract.find_contract_violation(*contract_args(users_offsets=offsets))
 
 
 def test_find_contract_violation_valid_base_case():
@@ -298,6 +311,19 @@ IDENTITY_CASES = [
     ("negative input", dict(in_b=[-1, 1]), IndexError, r"in_b\[0\] is not a node id"),
     ("input beyond int64", dict(in_b=[HUGE, 1]), IndexError, r"in_b\[0\] is not a node id"),
 ]
+
+
+@pytest.mark.parametrize("offsets, twin_message", [
+    ([0, 2 * HUGE, HUGE, 2], r"off_a decreases at 2"),
+    ([0, HUGE, HUGE, 2], r"off_a decreases at 3"),
+])
+def test_identity_offsets_beyond_int64_are_a_core_limit(offsets, twin_message):
+    """Two offsets beyond int64 would clamp to one value and hide their order (the fuzzer's
+    crash-e5a85029: the twin said "decreases at", the clamped core "is not len")."""
+    with pytest.raises(OverflowError):
+        core_module.first_difference(*identity_args(off_a=offsets))
+    with pytest.raises(ValueError, match=twin_message):
+        twin_identity.first_difference(*identity_args(off_a=offsets))
 
 
 @pytest.mark.parametrize("label, changes, exc_type, match", IDENTITY_CASES, ids=[c[0] for c in IDENTITY_CASES])
