@@ -4,11 +4,13 @@ Run in a fresh process by ``tests/test_determinism.py`` (one process per
 ``PYTHONHASHSEED``)::
 
     PYTHONHASHSEED=1 python tests/pte_digests.py llama1_xnnpack shared_const_demo
+    PYTHONHASHSEED=4 python tests/pte_digests.py --errors tagged_inputs_and_shared_buffer
 
 prints, per case and implementation, the sha256 of the ``.pte`` bytes and the
 in-memory layout that duplicating shared constants can reorder: the input
 names, ``state_dict`` and ``constants`` keys of the lowered program and of every
-delegate's ``original_module``, in order.
+delegate's ``original_module``, in order.  With ``--errors``, lowers cases of
+``models.SEED_DEPENDENT_ERROR_CASES`` and prints both implementations' errors.
 """
 
 from __future__ import annotations
@@ -54,10 +56,37 @@ def program_layout(program) -> list:
     return layout
 
 
-def main(cases) -> None:
+def errors(case_name: str) -> dict:
+    """Per path: each implementation's error (class, message) and whether fastlower's is
+    the reference's (``harness.assert_same_error``: its class or a subclass, its message)."""
+    from executorch.exir.backend.backend_api import to_backend as reference_to_backend
+
+    import fastlower
+    from tests import models
+    from tests.differential import harness
+
+    build = models.SEED_DEPENDENT_ERROR_CASES[case_name]
+    out = {}
+    for path in ("direct", "spec", "manager"):
+        ref = harness.lower_error(reference_to_backend, build, path)
+        got = harness.lower_error(fastlower.to_backend, build, path)
+        try:
+            harness.assert_same_error(ref, got)
+            diff = None
+        except AssertionError as exc:
+            diff = str(exc)
+        out[path] = {"reference": [ref.type.__qualname__, ref.message],
+                     "fastlower": [got.type.__qualname__, got.message], "diff": diff}
+    return out
+
+
+def main(args) -> None:
     logging.disable(logging.WARNING)
     warnings.simplefilter("ignore")
-    print(json.dumps({case: digests(case) for case in cases}))
+    if args[:1] == ["--errors"]:
+        print(json.dumps({case: errors(case) for case in args[1:]}))
+    else:
+        print(json.dumps({case: digests(case) for case in args}))
 
 
 if __name__ == "__main__":

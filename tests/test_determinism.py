@@ -10,7 +10,12 @@ with the reference under different ``PYTHONHASHSEED`` values.  Facts checked:
   of the copies in the lowered program's ``state_dict`` and input specs depends
   on the seed; fastlower's layout equals the reference's under each seed.  Seeds
   "0" and "1" order ``{p_lin_weight, p_lin_bias}`` differently, so
-  ``shared_param_xnnpack`` shows it.
+  ``shared_param_xnnpack`` shows it;
+* for the same reason, which error a tag with several broken candidates raises
+  depends on the seed: a tagged user input (named by the error) or, in an edited
+  program, the verifier run after the first duplicated constant.  fastlower raises
+  the reference's error under each seed (``models.SEED_DEPENDENT_ERROR_CASES``;
+  seeds "0", "1" and "4" put ``y``, ``x`` and ``b_k`` first in ``{b_k, x, y}``).
 """
 
 from __future__ import annotations
@@ -67,3 +72,39 @@ def test_duplication_order_depends_on_the_seed_in_the_reference(runs):
     layouts = [runs[s]["shared_param_xnnpack"]["reference"]["layout"][0][1] for s in SEEDS]
     assert sorted(layouts[0]) == sorted(layouts[1]) == ["p_lin_bias_copy_0", "p_lin_weight_copy_0"]
     assert layouts[0] != layouts[1]
+
+
+ERROR_CASES = ["tagged_inputs_and_shared_buffer", "tagged_inputs_and_shared_buffer_edited"]
+ERROR_SEEDS = ["0", "1", "4"]
+
+
+@pytest.fixture(scope="module")
+def error_runs() -> dict:
+    out = {}
+    for seed in ERROR_SEEDS:
+        env = dict(os.environ, PYTHONHASHSEED=seed)
+        proc = subprocess.run([sys.executable, SCRIPT, "--errors", *ERROR_CASES], env=env,
+                              capture_output=True, text=True, timeout=600)
+        assert proc.returncode == 0, proc.stderr[-4000:]
+        out[seed] = json.loads(proc.stdout.strip().splitlines()[-1])
+    return out
+
+
+@pytest.mark.parametrize("case", ERROR_CASES)
+def test_error_matches_the_reference_under_each_seed(error_runs, case):
+    for seed in ERROR_SEEDS:
+        for path, result in error_runs[seed][case].items():
+            assert result["diff"] is None, (seed, path, result["diff"])
+
+
+def test_which_error_depends_on_the_seed_in_the_reference(error_runs):
+    """The documented fact the previous test relies on: the seeds lead the reference to
+    different errors (else it would not test the order)."""
+    def first_error(case, seed):
+        cls, message = error_runs[seed][case]["direct"]["reference"]
+        return cls, message.split("\n")[0].strip()[-40:]
+
+    plain = {first_error("tagged_inputs_and_shared_buffer", s) for s in ERROR_SEEDS}
+    assert {m[-1] for _, m in plain} == {"x", "y"}
+    edited = {first_error("tagged_inputs_and_shared_buffer_edited", s) for s in ERROR_SEEDS}
+    assert len(edited) == 3 and ("InternalError", "ed to be in range of [-2, 1], but got 2)") in edited, edited

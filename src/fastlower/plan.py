@@ -153,8 +153,10 @@ def _contract_stops(enc: EncodedGraph, tag_names: Sequence[str], is_submodule: b
     only then are the rules placed, per tag. Duplicating the top-level graph's
     shared constants (tag by tag, before any fusion) the reference meets a
     ``no_copy`` constant used by another tag, and a tagged user input used by
-    another tag; collecting a tag's nodes to fuse them, a tagged output node and
-    any other tagged user input (a tagged placeholder of a control-flow body).
+    another tag (met by :func:`_duplicate_shared_constants`, in the set order of
+    the tag's candidates); collecting a tag's nodes to fuse them, a
+    tagged output node and any other tagged user input (a tagged placeholder of a
+    control-flow body).
     """
     a = enc.arrays
     offsets, flat = _csr(a.users)
@@ -163,8 +165,6 @@ def _contract_stops(enc: EncodedGraph, tag_names: Sequence[str], is_submodule: b
     if code == twin_contract.OK:
         return stops
     tag_of = lambda i: tag_names[a.tags[i]] if a.tags[i] >= 0 else enc.unknown_tags.get(i)  # noqa: E731
-    no_copy_shared: Dict[int, errors.FastlowerError] = {}
-    input_shared: Dict[int, errors.FastlowerError] = {}
     for i, t in enumerate(a.tags):
         if t < 0:
             continue
@@ -175,17 +175,14 @@ def _contract_stops(enc: EncodedGraph, tag_names: Sequence[str], is_submodule: b
             continue
         other = next((u for u in a.users[i] if a.tags[u] != t), None)
         if a.roles[i] not in twin_contract.OWNABLE_ROLES:
-            error = errors.TaggedUserInputError(a.names[i], tag_names[t])
-            if other is not None and not is_submodule:
-                input_shared.setdefault(t, error)
-            else:
-                stops.fusing.setdefault(t, error)
+            # used by another tag in the top-level graph, it is a duplication candidate:
+            # _duplicate_shared_constants meets it in the tag's set order
+            if other is None or is_submodule:
+                stops.fusing.setdefault(t, errors.TaggedUserInputError(a.names[i], tag_names[t]))
         elif enc.no_copy[i] and other is not None:
-            no_copy_shared.setdefault(t, errors.SharedConstantError(
+            # the tag's no_copy scan, in graph order, comes before its duplications
+            stops.duplicating.setdefault(t, errors.SharedConstantError(
                 a.names[i], tag_names[t], a.names[other], tag_of(other), True))
-    # within a tag, its no_copy scan comes before its duplications
-    for t in sorted(set(no_copy_shared) | set(input_shared)):
-        stops.duplicating[t] = no_copy_shared.get(t) or input_shared[t]
     return stops
 
 
@@ -256,7 +253,7 @@ def _owned_update_read(sim, part, tag: str, targets) -> Optional[errors.Fastlowe
     return None
 
 
-def _duplicate_shared_constants(sim, enc: EncodedGraph, n_tags: int,
+def _duplicate_shared_constants(sim, enc: EncodedGraph, tag_names: Sequence[str],
                                 contract: Optional[ContractStops] = None,
                                 validate_tagged: Optional[Callable[[], None]] = None,
                                 ) -> Optional[BaseException]:
@@ -271,9 +268,12 @@ def _duplicate_shared_constants(sim, enc: EncodedGraph, n_tags: int,
     Stops, before any fusion, at a tag's broken rule met here, or where the
     reference's first duplication validates the whole tagged program
     (``validate_tagged``, given when the partitioner edited it) and that fails:
-    returns that error.
+    returns that error. A tagged user input among the candidates is an error
+    where the set order reaches it, so with a constant in the same tag either
+    error may come first, as in the reference.
     """
     a = enc.arrays
+    n_tags = len(tag_names)
     by_tag: List[List[int]] = [[] for _ in range(n_tags)]
     for i, o in enumerate(a.op):
         if o == OP_PLACEHOLDER and 0 <= a.tags[i] < n_tags:
@@ -285,19 +285,21 @@ def _duplicate_shared_constants(sim, enc: EncodedGraph, n_tags: int,
                       and any(sim.tags[u] != t for u in sim.users[c])]
         if not candidates:
             continue
-        if validate_tagged is not None:
-            try:
-                validate_tagged()
-            except Exception as exc:  # the verifier's own error is the error
-                return exc
-            validate_tagged = None  # the program it validates is the same every time
         by_name = {sim.names[c]: c for c in candidates}
-        names = set()
+        names = set()  # the reference's set, filled in the same (graph) order
         for c in candidates:
             names.add(sim.names[c])
         touched = []
         for name in names:
             c = by_name[name]
+            if a.roles[c] not in twin_contract.OWNABLE_ROLES:  # a tagged user input
+                return errors.TaggedUserInputError(name, tag_names[t])
+            if validate_tagged is not None:  # the reference validates after each duplication
+                try:
+                    validate_tagged()
+                except Exception as exc:  # the verifier's own error is the error
+                    return exc
+                validate_tagged = None  # the program it validates is the same every time
             touched.append(c)
             touched.extend(sim.duplicate_constant(c))
         for c in touched:
@@ -315,7 +317,7 @@ def _plan_graph(plan: GraphPlan, root: GraphPlan, tag_names, single: bool,
     sim, enc = plan.sim, plan.encoded
     contract = _contract_stops(enc, tag_names, plan.is_submodule)
     if not plan.is_submodule:
-        error = _duplicate_shared_constants(sim, enc, len(tag_names), contract, validate_tagged)
+        error = _duplicate_shared_constants(sim, enc, tag_names, contract, validate_tagged)
         if error is not None:  # before any fusion
             return PlanStop(error, FUSE, plan, 0)
     stop = _fuse_all(plan, root, tag_names, single, contract)
