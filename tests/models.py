@@ -1088,6 +1088,19 @@ class ModelsFailingBackend(BackendDetails):
         raise ValueError("ModelsFailingBackend cannot compile this partition")
 
 
+class ModelsFailingMultimethodBackend(BackendDetails):
+    """A backend with its own ``preprocess_multimethod``; it and ``preprocess`` raise
+    ``RuntimeError``."""
+
+    @staticmethod
+    def preprocess(edge_program: ExportedProgram, compile_specs: List[CompileSpec]) -> PreprocessResult:
+        raise RuntimeError("ModelsFailingMultimethodBackend cannot compile this partition")
+
+    @classmethod
+    def preprocess_multimethod(cls, edge_programs, compile_specs):
+        raise RuntimeError("ModelsFailingMultimethodBackend cannot compile these partitions")
+
+
 class CatThenSinCosTan(nn.Module):
     def forward(self, x, y):
         s = (torch.cat([x + 1, y], 1) * 2).sin()
@@ -1225,6 +1238,27 @@ SEED_DEPENDENT_ERROR_CASES: Dict[str, Callable[[], Built]] = {
     "tagged_inputs_and_shared_buffer": build_tagged_inputs_and_shared_buffer(edit_cat=False),
     "tagged_inputs_and_shared_buffer_edited": build_tagged_inputs_and_shared_buffer(edit_cat=True),
 }
+
+def _failing_default_and_override(ep):
+    """tag "a" = {add, cat}, tag "b" = {cos}: each tag's backend fails in preprocess."""
+    for n in ep.graph.nodes:
+        if n.op == "call_function" and n.target in (exir_ops.edge.aten.cat.default,
+                                                     exir_ops.edge.aten.add.Tensor):
+            n.meta["delegation_tag"] = "a"
+        if n.op == "call_function" and n.target == exir_ops.edge.aten.cos.default:
+            n.meta["delegation_tag"] = "b"
+
+
+def build_failing_default_and_override(override_first: bool) -> Callable[[], Built]:
+    """Two failing backends, one keeping the default ``preprocess_multimethod`` (run in
+    fastlower's parallel batch), one overriding it: the first backend's error wins."""
+    def build() -> Built:
+        default, override = ModelsFailingBackend.__name__, ModelsFailingMultimethodBackend.__name__
+        first, second = (override, default) if override_first else (default, override)
+        return _single(CatThenSinCosTan(), _cat_inputs(), _FnPartitioner(
+            _failing_default_and_override, {"a": _spec(first), "b": _spec(second)}))
+    return build
+
 
 ADDR = r"0xADDR"
 
@@ -1399,6 +1433,23 @@ ERROR_CASES: Dict[str, ErrorCase] = {
             r"Invalid partition, found dependency cycles",
             paths=("spec", "manager"),
             doc="the multi-method path fuses every tag before any preprocess",
+        ),
+        ErrorCase(
+            "failing_default_then_override",
+            build_failing_default_and_override(override_first=False),
+            ValueError,
+            r"ModelsFailingBackend cannot compile this partition",
+            doc="the backend that keeps the default preprocess_multimethod comes first: its "
+            "error, on every path",
+        ),
+        ErrorCase(
+            "failing_override_then_default",
+            build_failing_default_and_override(override_first=True),
+            RuntimeError,
+            {"direct": r"ModelsFailingMultimethodBackend cannot compile this partition",
+             "spec": r"ModelsFailingMultimethodBackend cannot compile these partitions",
+             "manager": r"ModelsFailingMultimethodBackend cannot compile these partitions"},
+            doc="the backend with its own preprocess_multimethod comes first: its error",
         ),
         ErrorCase(
             "owned_update_read_then_failing",

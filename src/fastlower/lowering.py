@@ -268,11 +268,23 @@ def _lower_multi(lowerings: List[MethodLowering], report: LoweringReport) -> Non
     if last_backend is not None:
         backends = list(by_backend)
         by_backend = {b: by_backend[b] for b in backends[:backends.index(last_backend) + 1]}
-    # --- parallel / cached preprocess (fastlower.preprocess): backends that keep the
-    # default preprocess_multimethod (preprocess per partition) become one batch of
-    # jobs; an override is called once per backend, in order, as the reference does
+    # --- parallel / cached preprocess (fastlower.preprocess): consecutive backends that
+    # keep the default preprocess_multimethod (preprocess per partition) become one batch
+    # of jobs; an override is called once per backend, in the reference's order, after
+    # the batch before it (so the first backend's error is the one raised)
     jobs: List[PreprocessJob] = []
-    job_parts: List[Partition] = []
+    batches = 0
+
+    def run_batch() -> None:
+        nonlocal batches
+        batches += 1
+        with report.external_time("backend"):
+            batch = preprocess_partitions(jobs, report)
+        for job, result in zip(jobs, batch):
+            job.partition.lowered = make_lowered_module(job.program, job.backend_id, result,
+                                                        job.compile_specs)
+        jobs.clear()
+
     for backend_id, per_method in by_backend.items():
         cls = find_backend(backend_id)
         specs = {m: [specs_of[m][p.tag].compile_specs for p in parts]
@@ -283,8 +295,9 @@ def _lower_multi(lowerings: List[MethodLowering], report: LoweringReport) -> Non
                     jobs.append(PreprocessJob(len(jobs), backend_id, cls, part.program,
                                               compile_specs, part.tag, m, backend_copy_hook=True,
                                               partition=part))
-                    job_parts.append(part)
             continue
+        if jobs:
+            run_batch()
         programs = {m: [copy_for_backend(cls, p.program, s) for p, s in zip(parts, specs[m])]
                     for m, parts in per_method.items()}
         with report.preprocess_time([p for parts in per_method.values() for p in parts]):
@@ -292,13 +305,10 @@ def _lower_multi(lowerings: List[MethodLowering], report: LoweringReport) -> Non
         for m, method_results in results.items():
             for part, result, compile_specs in zip(per_method[m], method_results, specs[m]):
                 part.lowered = make_lowered_module(part.program, backend_id, result, compile_specs)
-    with report.external_time("backend"):
-        batch = preprocess_partitions(jobs, report)
+    if jobs or not batches:  # (an empty batch still records the runner in the report)
+        run_batch()
     if insert_error is not None:
         raise insert_error
-    for part, job, result in zip(job_parts, jobs, batch):
-        part.lowered = make_lowered_module(part.program, job.backend_id, result,
-                                           job.compile_specs)
     for backend_id, per_method in by_backend.items():
         for m, parts in per_method.items():
             for part in parts:

@@ -5,7 +5,9 @@ import os
 import signal
 
 import pytest
+from executorch.exir.backend.backend_details import BackendDetails, PreprocessResult
 from executorch.exir.backend.compile_spec_schema import CompileSpec
+from executorch.exir.backend.partitioner import DelegationSpec
 
 import fastlower
 import fastlower.preprocess as pp
@@ -108,3 +110,55 @@ def test_backend_error_subclass_is_reused_and_catchable_as_original():
     assert isinstance(err, KeyError) and isinstance(err, pp.PreprocessError)
     passthrough = KeyboardInterrupt()
     assert pp.failures.backend_error(passthrough, "t", "B", "m") is passthrough
+
+
+class PreprocessTestFailingOverrideBackend(BackendDetails):
+    """Overrides ``preprocess_multimethod`` (so its partitions run serially, after the
+    parallel batch); ``preprocess`` fails when asked to."""
+
+    @staticmethod
+    def preprocess(edge_program, compile_specs):
+        if any(s.key == "fail" for s in compile_specs):
+            raise KeyError("override backend asked to fail")
+        return PreprocessResult(processed_bytes=b"override")
+
+    @classmethod
+    def preprocess_multimethod(cls, edge_programs, compile_specs):
+        return {m: [cls.preprocess(p, s) for p, s in zip(programs, compile_specs[m])]
+                for m, programs in edge_programs.items()}
+
+
+class MixedBackendsPartitioner(LinearPartitioner):
+    """Partition ``override_at`` goes to the override backend, the others to the echo backend."""
+
+    def __init__(self, override_at: int, specs_for):
+        super().__init__(specs_for=specs_for)
+        self.override_at = override_at
+
+    def partition(self, exported_program):
+        result = super().partition(exported_program)
+        tag = f"tag{self.override_at}"
+        spec = result.partition_tags[tag]
+        result.partition_tags[tag] = DelegationSpec(PreprocessTestFailingOverrideBackend.__name__,
+                                                    spec.compile_specs)
+        return result
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+@pytest.mark.parametrize("override_at, default_at, raised", [
+    (1, 3, (KeyError, "tag1")),  # the serial override fails first in partition order
+    (3, 1, (ValueError, "tag1")),  # the parallel batch's failure comes first
+])
+def test_earliest_failure_across_the_parallel_batch_and_serial_backends(workers, override_at,
+                                                                         default_at, raised):
+    """A backend that overrides preprocess_multimethod runs after the parallel batch; its
+    failure still ranks by partition order against the batch's, as the reference meets them."""
+    children_before = child_processes()
+    program = edge_blocks(5)
+    before = snapshot(program)
+    fail_at = lambda k: [CompileSpec("fail", b"1")] if k in (override_at, default_at) else []  # noqa: E731
+    with pp.options(workers=workers), pytest.raises(raised[0]) as info:
+        fastlower.to_backend(program, MixedBackendsPartitioner(override_at, fail_at))
+    assert info.value.tag == raised[1]
+    assert_unchanged(program, before)
+    assert not new_children(children_before)

@@ -43,20 +43,29 @@ Done = Callable[[PreprocessJob, PreprocessResult, float], None]
 
 
 class EarliestFailure:
-    """The failure of the earliest partition (by position) among those that failed."""
+    """The failure of the earliest partition (by ``job.index``) among those that failed.
+
+    One instance spans every runner of a lowering, so a failure in the parallel batch
+    and one in the serial jobs after it are ranked together, as the serial reference
+    would meet them.
+    """
 
     def __init__(self) -> None:
-        self.position: Optional[int] = None
+        self.index: Optional[int] = None
         self._raised: Optional[Tuple[BaseException, BaseException]] = None
 
-    def record(self, position: int, job: PreprocessJob, exc: Exception) -> None:
-        if self.position is None or position < self.position:
-            self.position = position
+    def record(self, job: PreprocessJob, exc: Exception) -> None:
+        if self.index is None or job.index < self.index:
+            self.index = job.index
             self._raised = (backend_error(exc, job.tag, job.backend_id, job.method), exc)
 
-    def still_needed(self, position: int) -> bool:
+    def still_needed(self, job: PreprocessJob) -> bool:
         """Whether a job's outcome can still change which failure is raised."""
-        return self.position is None or position < self.position
+        return self.index is None or job.index < self.index
+
+    def is_raised(self, exc: BaseException) -> bool:
+        """Whether ``exc`` is the failure :meth:`raise_if_any` raised."""
+        return self._raised is not None and self._raised[0] is exc
 
     def raise_if_any(self) -> None:
         if self._raised is not None:
@@ -64,23 +73,29 @@ class EarliestFailure:
             raise error from cause
 
 
-def _wait_in_order(pending: Dict[Future, int], failure: EarliestFailure) -> List[Future]:
+def _wait_in_order(pending: Dict[Future, int], jobs: Sequence[PreprocessJob],
+                   failure: EarliestFailure) -> List[Future]:
     """Futures that are done, among those still needed; empty when none is left to wait for."""
-    needed = [f for f, position in pending.items() if failure.still_needed(position)]
+    needed = [f for f, position in pending.items() if failure.still_needed(jobs[position])]
     if not needed:
         return []
     ready, _ = wait(needed, return_when=FIRST_COMPLETED)
     return sorted(ready, key=pending.__getitem__)
 
 
-def run_serial(jobs: Sequence[PreprocessJob], done: Done) -> None:
-    """One job after another in this process."""
+def run_serial(jobs: Sequence[PreprocessJob], done: Done, failure: EarliestFailure) -> None:
+    """One job after another in this process, up to the first failure (raised, or an
+    earlier one already in ``failure``)."""
     for job in jobs:
+        if not failure.still_needed(job):
+            break
         try:
             result, seconds = call_preprocess(job)
         except Exception as exc:
-            raise backend_error(exc, job.tag, job.backend_id, job.method) from exc
+            failure.record(job, exc)
+            break
         done(job, result, seconds)
+    failure.raise_if_any()
 
 
 # --- the fork pool ----------------------------------------------------------------
@@ -138,7 +153,8 @@ def _died(jobs: Sequence[PreprocessJob], started, finished: set,
                            [jobs[i].tag for i, _ in culprits])
 
 
-def run_fork_pool(jobs: Sequence[PreprocessJob], workers: int, done: Done) -> None:
+def run_fork_pool(jobs: Sequence[PreprocessJob], workers: int, done: Done,
+                  failure: EarliestFailure) -> None:
     """The jobs on ``workers`` forked processes (``ProcessPoolExecutor``, fork context)."""
     global _INHERITED, _STARTED
     context = multiprocessing.get_context("fork")
@@ -157,8 +173,7 @@ def run_fork_pool(jobs: Sequence[PreprocessJob], workers: int, done: Done) -> No
                 processes = dict(getattr(pool, "_processes", {}) or {})
             finally:
                 _INHERITED, _STARTED = [], None
-        failure = EarliestFailure()
-        while ready := _wait_in_order(pending, failure):
+        while ready := _wait_in_order(pending, jobs, failure):
             for future in ready:
                 position = pending.pop(future)
                 job = jobs[position]
@@ -167,7 +182,7 @@ def run_fork_pool(jobs: Sequence[PreprocessJob], workers: int, done: Done) -> No
                 except BrokenProcessPool:
                     raise _died(jobs, started, finished, processes) from None
                 except Exception as exc:
-                    failure.record(position, job, exc)
+                    failure.record(job, exc)
                     continue
                 finished.add(position)
                 done(job, result, seconds)
@@ -188,14 +203,14 @@ def _lost_worker(exc: BaseException) -> bool:
     return cls.__name__ == "KilledWorker" and cls.__module__.split(".")[0] == "distributed"
 
 
-def run_on_executor(jobs: Sequence[PreprocessJob], executor: Executor, done: Done) -> None:
+def run_on_executor(jobs: Sequence[PreprocessJob], executor: Executor, done: Done,
+                    failure: EarliestFailure) -> None:
     """The jobs on a user's ``Executor``; programs travel serialized (see ``transport``)."""
     pending: Dict[Future, int] = {}
     try:
         for position, job in enumerate(jobs):
             pending[executor.submit(run_wire_job, to_wire(job))] = position
-        failure = EarliestFailure()
-        while ready := _wait_in_order(pending, failure):
+        while ready := _wait_in_order(pending, jobs, failure):
             for future in ready:
                 position = pending.pop(future)
                 job = jobs[position]
@@ -207,7 +222,7 @@ def run_on_executor(jobs: Sequence[PreprocessJob], executor: Executor, done: Don
                             f"a preprocess worker died: {job.describe()} on "
                             f"{type(executor).__name__} ({type(exc).__name__}: {exc})",
                             [job.tag]) from exc
-                    failure.record(position, job, exc)
+                    failure.record(job, exc)
                     continue
                 done(job, result, seconds)
         failure.raise_if_any()

@@ -21,7 +21,7 @@ from typing import Dict, List, Optional, Sequence
 from executorch.exir.backend.backend_details import PreprocessResult
 
 from .cache import CacheWarning, PreprocessCache, same_result
-from .executors import choose_runner, run_fork_pool, run_on_executor, run_serial
+from .executors import EarliestFailure, choose_runner, run_fork_pool, run_on_executor, run_serial
 from .failures import CacheVerificationError
 from .jobs import PreprocessJob
 from .keys import TensorDigests, cache_key
@@ -97,13 +97,20 @@ def preprocess_partitions(jobs: Sequence[PreprocessJob], report) -> List[Preproc
                 if not opts.verify:
                     results[index], hit[index] = cached[index], True
                     bar.update(1)
-            if runner == "fork":
-                run_fork_pool(parallel, opts.workers, done)
-            elif runner == "executor":
-                run_on_executor(parallel, opts.executor, done)
-            else:
-                run_serial(parallel, done)
-            run_serial(serial, done)
+            # a backend's failure in the batch is held until the serial jobs before it
+            # have run: of all failures, the earliest partition's is raised
+            failure = EarliestFailure()
+            try:
+                if runner == "fork":
+                    run_fork_pool(parallel, opts.workers, done, failure)
+                elif runner == "executor":
+                    run_on_executor(parallel, opts.executor, done, failure)
+                else:
+                    run_serial(parallel, done, failure)
+            except Exception as exc:
+                if not failure.is_raised(exc):
+                    raise
+            run_serial(serial, done, failure)
     finally:
         if cache is not None:
             if cache.damaged:
