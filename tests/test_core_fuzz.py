@@ -85,7 +85,7 @@ def test_seed_decodes_to_the_recorded_llama_graph(harness):
     assert len(g.op) > 50 and not is_submodule and "aten_linear_default" in g.names
     sim = fuzz_core._core.FusionSimulator(g, tag_names, is_submodule, None)
     for op in ops:
-        fuzz_core.apply_op(sim, op, g, len(tag_names))
+        fuzz_core.apply_op(sim, op, g, tag_names)
     assert len(sim.partitions) >= 5 and sim.lowered_count == len(sim.partitions)
 
 

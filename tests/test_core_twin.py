@@ -317,8 +317,10 @@ def drive(make_sim, case: Case, cfg: DriveConfig):
         sim = make_sim(case.arrays, case.tag_names, False, None)
         sims.append(sim)
         # plan.py's own sequence of per-constant calls (the reference's set-of-names order)
-        fl_plan._duplicate_shared_constants(sim, SimpleNamespace(arrays=case.arrays), n_tags)
-        trace.append(("duplicated", sim.order(), list(sim.names), list(sim.tags)))
+        error = fl_plan._duplicate_shared_constants(sim, SimpleNamespace(arrays=case.arrays),
+                                                    case.tag_names)
+        trace.append(("duplicated", sim.order(), list(sim.names), list(sim.tags),
+                      None if error is None else str(error)))
         _fuse_all(sim, n_tags, cfg.single, trace)
         if case.sub is not None:
             sub = make_sim(case.sub.arrays, case.tag_names, True, sim.top)
@@ -483,7 +485,7 @@ def test_fusion_simulator_nested_with_twin_top(core):
                              (core.FusionSimulator, TwinSimulator)]:
         top = top_cls(top_case.arrays, names, False, None)
         trace: list = []
-        fl_plan._duplicate_shared_constants(top, SimpleNamespace(arrays=top_case.arrays), len(names))
+        fl_plan._duplicate_shared_constants(top, SimpleNamespace(arrays=top_case.arrays), names)
         _fuse_all(top, len(names), True, trace)
         sub = sub_cls(sub_case.arrays, names, True, top)
         assert sub.top is top
