@@ -876,12 +876,18 @@ class CatModel(nn.Module):
         return torch.cat([x + 1, y], 1) * 2
 
 
-def _edit_cat_dim(ep):
-    """Tags cat and its input add, and sets cat's ``dim`` to 2 (out of range for 2-D)."""
+def _tag_add_and_cat(ep, tag: str) -> None:
+    """Tags every add and cat (``CatModel``'s ``x + 1`` and the cat reading it)."""
     for n in ep.graph.nodes:
         if n.op == "call_function" and n.target in (exir_ops.edge.aten.cat.default,
                                                      exir_ops.edge.aten.add.Tensor):
-            n.meta["delegation_tag"] = "tag0"
+            n.meta["delegation_tag"] = tag
+
+
+def _edit_cat_dim(ep):
+    """Tags cat and its input add, and sets cat's ``dim`` to 2 (out of range for 2-D)."""
+    _tag_add_and_cat(ep, "tag0")
+    for n in ep.graph.nodes:
         if n.op == "call_function" and n.target == exir_ops.edge.aten.cat.default:
             n.args = (n.args[0], 2)
 
@@ -1172,10 +1178,7 @@ def build_cycle_then_tagged_output() -> Built:
 
 def _failing_then_cycle(ep):
     """tag0 = {add, cat} for a backend that fails; tag1 not convex, as above."""
-    for n in ep.graph.nodes:
-        if n.op == "call_function" and n.target in (exir_ops.edge.aten.cat.default,
-                                                     exir_ops.edge.aten.add.Tensor):
-            n.meta["delegation_tag"] = "tag0"
+    _tag_add_and_cat(ep, "tag0")
     _tag_sin_tan(ep, "tag1")
 
 
@@ -1241,10 +1244,8 @@ SEED_DEPENDENT_ERROR_CASES: Dict[str, Callable[[], Built]] = {
 
 def _failing_default_and_override(ep):
     """tag "a" = {add, cat}, tag "b" = {cos}: each tag's backend fails in preprocess."""
+    _tag_add_and_cat(ep, "a")
     for n in ep.graph.nodes:
-        if n.op == "call_function" and n.target in (exir_ops.edge.aten.cat.default,
-                                                     exir_ops.edge.aten.add.Tensor):
-            n.meta["delegation_tag"] = "a"
         if n.op == "call_function" and n.target == exir_ops.edge.aten.cos.default:
             n.meta["delegation_tag"] = "b"
 

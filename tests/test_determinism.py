@@ -32,9 +32,10 @@ CASES = ["llama1_xnnpack", "shared_param_xnnpack", "shared_const_demo"]
 SEEDS = ["0", "1"]
 
 
-def digests_under(seed: str) -> dict:
+def digests_under(seed: str, *args: str) -> dict:
+    """``pte_digests.py <args>`` in a fresh process under ``PYTHONHASHSEED=seed``: its JSON."""
     env = dict(os.environ, PYTHONHASHSEED=seed)
-    proc = subprocess.run([sys.executable, SCRIPT, *CASES], env=env, capture_output=True, text=True,
+    proc = subprocess.run([sys.executable, SCRIPT, *args], env=env, capture_output=True, text=True,
                           timeout=600)
     assert proc.returncode == 0, proc.stderr[-4000:]
     return json.loads(proc.stdout.strip().splitlines()[-1])
@@ -42,7 +43,7 @@ def digests_under(seed: str) -> dict:
 
 @pytest.fixture(scope="module")
 def runs() -> dict:
-    return {seed: digests_under(seed) for seed in SEEDS}
+    return {seed: digests_under(seed, *CASES) for seed in SEEDS}
 
 
 def test_pte_bytes_equal_the_reference_in_every_process(runs):
@@ -80,14 +81,7 @@ ERROR_SEEDS = ["0", "1", "4"]
 
 @pytest.fixture(scope="module")
 def error_runs() -> dict:
-    out = {}
-    for seed in ERROR_SEEDS:
-        env = dict(os.environ, PYTHONHASHSEED=seed)
-        proc = subprocess.run([sys.executable, SCRIPT, "--errors", *ERROR_CASES], env=env,
-                              capture_output=True, text=True, timeout=600)
-        assert proc.returncode == 0, proc.stderr[-4000:]
-        out[seed] = json.loads(proc.stdout.strip().splitlines()[-1])
-    return out
+    return {seed: digests_under(seed, "--errors", *ERROR_CASES) for seed in ERROR_SEEDS}
 
 
 @pytest.mark.parametrize("case", ERROR_CASES)
