@@ -29,6 +29,9 @@ nodes              every ``call_function`` node in topological order (bodies of
                    method, graph, partition (tag or null), backend (or null)
 timing             seconds: total, phases {name: s}, external {partitioner,
                    backend}, own (the lowering machinery's share)
+lowering_cache     optional: {status, key, seconds {step: s}} when the lowering
+                   cache of ``to_edge_transform_and_lower`` took part (status
+                   "hit", "miss", "verified" or "uncacheable")
 =================  ==============================================================
 
 ``graph`` is ``""`` for a method's top-level graph and the attribute path of a
@@ -85,6 +88,9 @@ def to_dict(report: LoweringReport) -> Dict[str, Any]:
         "nodes": [asdict(n) for n in report.nodes],
         "timing": {"total": report.seconds, "phases": dict(report.phases),
                    "external": dict(report.external), "own": report.own_seconds},
+        **({"lowering_cache": {"status": report.lowering_cache, "key": report.lowering_cache_key,
+                               "seconds": dict(report.lowering_cache_seconds)}}
+           if report.lowering_cache is not None else {}),
     }
 
 
