@@ -147,17 +147,21 @@ def run_export(impl: str, config: LlmConfig, work: Path, *, cache_dir: Optional[
     timings = out_dir / "timings.json"
     target = ["-m", "tests.pipeline.timed", str(timings), "-m",
               "executorch.extension.llm.export.export_llm", *export_args(config, files, out_dir)]
+    env = dict(os.environ, PYTHONPATH=str(ROOT), **(extra_env or {}))
+    env.pop("FASTLOWER_CACHE_DIR", None)
     if impl == "reference":
         cmd = [sys.executable, *target]
-    elif impl == "fastlower":
+    elif impl == "fastlower":  # the user's zero-code path
         cmd = [sys.executable, "-m", "fastlower", "run"]
         if workers is not None:
             cmd += ["--workers", str(workers)]
-        cmd += ["--cache-dir", str(cache_dir)] if cache_dir is not None else ["--no-cache"]
+        if cache_dir is None:
+            cmd += ["--no-cache"]
+        else:
+            env["FASTLOWER_CACHE_DIR"] = str(cache_dir)
         cmd += target
     else:
         raise ValueError(impl)
-    env = dict(os.environ, PYTHONPATH=str(ROOT), **(extra_env or {}))
     start = time.perf_counter()
     proc = subprocess.run(cmd, cwd=out_dir, env=env, capture_output=True, text=True,
                           timeout=timeout)
