@@ -140,6 +140,8 @@ class ObjectCanonical:
         op = _operator_name(obj)
         if op is not None:
             return f"op:{op}"
+        if isinstance(obj, (type, types.FunctionType)) and _is_local(obj):
+            return self.local(obj, path)
         if isinstance(obj, type):
             return self.named(obj, path)
         if isinstance(obj, (types.FunctionType, types.BuiltinFunctionType)):
@@ -172,6 +174,34 @@ class ObjectCanonical:
                     f"{self.text(obj.keywords, path)})")
         return self.instance(obj, path)
 
+    def local(self, obj: Any, path: str) -> str:
+        """A class or function made inside a function of torch or ExecuTorch (a fixed
+        version): its name, and what it closes over (``create_op_support(fn)``,
+        ``any_chain(...)``), recursively. Made inside anyone else's code: uncacheable."""
+        module = getattr(obj, "__module__", "") or ""
+        what = "class" if isinstance(obj, type) else "function"
+        if not _versioned(module):
+            kind = "a lambda" if "<lambda>" in obj.__qualname__ else f"{what} {obj.__qualname__}"
+            raise Uncacheable(f"{path}: {kind} (module {module}) is defined inside a function "
+                              "and has no canonical form; use a module-level one")
+        back = self.seen.get(id(obj))
+        if back is not None:
+            return f"ref#{back}"
+        self.seen[id(obj)] = len(self.seen)
+        self.keep.append(obj)
+        name = f"{module}.{obj.__qualname__}"
+        if isinstance(obj, type):
+            members = {k: v for k, v in vars(obj).items()
+                       if isinstance(v, (types.FunctionType, staticmethod, classmethod))}
+            inner = ",".join(f"{k}={self.text(getattr(v, '__func__', v), f'{path}.{k}')}"
+                             for k, v in sorted(members.items()))
+            bases = ",".join(self.text(b, path) for b in obj.__bases__ if b is not object)
+            return f"local-class:{name}({bases}){{{inner}}}"
+        cells = [c.cell_contents for c in (obj.__closure__ or ()) if _filled(c)]
+        return (f"local-fn:{name}(closure={self.text(cells, f'{path}.<closure>')},"
+                f"defaults={self.text(obj.__defaults__, path)},"
+                f"kwdefaults={self.text(obj.__kwdefaults__, path)})")
+
     def type_name(self, obj: Any, path: str) -> str:
         cls = type(obj)
         if cls in (list, tuple, dict, set, frozenset, types.MappingProxyType):
@@ -203,7 +233,30 @@ class ObjectCanonical:
             raise Uncacheable(f"{path}: a {cls.__module__}.{cls.__qualname__} (a C object "
                               "without attributes) has no canonical form")
         inner = ",".join(f"{k}={self.text(state[k], f'{path}.{k}')}" for k in sorted(state))
-        return f"{self.named(cls, path)}({inner})"
+        # the packages of the base classes too (a subclass of XnnpackPartitioner in mypkg)
+        sources = sorted({d for d in (source_digest(b.__module__) for b in cls.__mro__[1:]) if d})
+        return f"{self.text(cls, path)}({inner})" + (f"@bases{sources}" if sources else "")
+
+
+def _is_local(obj: Any) -> bool:
+    qualname = getattr(obj, "__qualname__", "") or ""
+    return "<locals>" in qualname or "<lambda>" in qualname
+
+
+def _versioned(module: str) -> bool:
+    """Code fixed by the versions in the key (torch, ExecuTorch but its backends, stdlib)."""
+    root = module.split(".")[0]
+    if module.startswith("executorch.backends."):
+        return False
+    return root in _VERSIONED_ROOTS or _is_stdlib(module)
+
+
+def _filled(cell) -> bool:
+    try:
+        cell.cell_contents
+    except ValueError:  # an empty cell
+        return False
+    return True
 
 
 def _operator_name(obj: Any) -> Optional[str]:
@@ -216,10 +269,3 @@ def _operator_name(obj: Any) -> Optional[str]:
         if isinstance(name, str):
             return f"{module}:{name}"
     return None
-
-
-def describe_callable(fn: Any, path: str) -> str:
-    """A pass or function given as an argument (module-level, importable) or an object."""
-    if inspect.isfunction(fn) or inspect.isbuiltin(fn):
-        return ObjectCanonical(lambda t: "tensor").named(fn, path)
-    return ObjectCanonical(lambda t: "tensor").text(fn, path)

@@ -178,6 +178,7 @@ class LoweringKey:
 
     key: str
     seconds: float
+    lines: Optional[List[tuple]] = None  # (where, text) when asked for (``record=True``)
 
 
 def method_programs(programs: Any) -> Dict[str, ExportedProgram]:
@@ -187,7 +188,7 @@ def method_programs(programs: Any) -> Dict[str, ExportedProgram]:
 
 def lowering_key(programs: Any, transform_passes: Any, partitioner: Any,
                  constant_methods: Any, compile_config: Any,
-                 generate_etrecord: bool) -> LoweringKey:
+                 generate_etrecord: bool, record: bool = False) -> LoweringKey:
     """The key of a ``to_edge_transform_and_lower`` call; :class:`Uncacheable` if it has none."""
     start = time.perf_counter()
     if generate_etrecord:
@@ -198,7 +199,7 @@ def lowering_key(programs: Any, transform_passes: Any, partitioner: Any,
         if not isinstance(program, ExportedProgram):
             raise Uncacheable(f"method {name!r} is a {type(program).__name__}, "
                               "not an ExportedProgram")
-    canonical = ProgramCanonical()
+    canonical = ProgramCanonical(record=record)
     canonical.write(f"fastlower-lowering-cache:{ENTRY_FORMAT}")
     canonical.write(f"versions:{versions()};fastlower-source={fastlower_source()};"
                     f"python={platform.python_version()}")
@@ -216,4 +217,5 @@ def lowering_key(programs: Any, transform_passes: Any, partitioner: Any,
     canonical.write(f"transform_passes:{objects.text(transform_passes, 'transform_passes')}")
     canonical.write(f"constant_methods:{objects.text(constant_methods, 'constant_methods')}")
     canonical.write(f"compile_config:{objects.text(compile_config, 'compile_config')}")
-    return LoweringKey("lowering:" + canonical.hasher.hexdigest(), time.perf_counter() - start)
+    return LoweringKey("lowering:" + canonical.hasher.hexdigest(), time.perf_counter() - start,
+                       canonical.lines)

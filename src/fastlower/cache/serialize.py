@@ -97,6 +97,8 @@ def _op_name(op: Any) -> Optional[Tuple[str, str]]:
     if isinstance(op, EdgeOpOverloadPacket):
         return "edge_packet", op.__name__
     if isinstance(op, torch._ops.OpOverload):
+        if op.namespace == _NO_DECOMP:
+            return "no_decomp", str(_no_decomp_original(op))
         return "aten", str(op)
     if isinstance(op, torch._ops.OpOverloadPacket):
         return "packet", op._qualified_op_name.replace("::", ".")
@@ -112,12 +114,42 @@ def _find_op(kind: str, name: str) -> Any:
             "aten": torch.ops, "packet": torch.ops}.get(kind)
     if kind == "hop":
         return getattr(torch.ops.higher_order, name)
+    if kind == "no_decomp":
+        return _no_decomp_twin(_find_op("aten", name))
     if root is None:
         raise DamagedEntry(f"unknown operator kind {kind!r}")
     obj = root
-    for part in name.split("."):
-        obj = getattr(obj, part)
+    try:
+        for part in name.split("."):
+            obj = getattr(obj, part)
+    except (AttributeError, RuntimeError) as exc:
+        raise DamagedEntry(f"operator {name} ({kind}) is not defined in this process: "
+                           f"{exc}") from exc
     return obj
+
+
+_NO_DECOMP = "EDGE_DO_NOT_DECOMP"
+
+
+def _no_decomp_original(op: Any) -> Any:
+    """The ATen (or torchao ...) op whose ``EDGE_DO_NOT_DECOMP`` twin ``op`` is."""
+    from executorch.exir.program import _program
+
+    original = _program.transform_op_to_aten_op.get(str(op))
+    if original is None:
+        raise Uncacheable(f"operator {op} of the edge stage's no-decomposition namespace has "
+                          "no known original")
+    return original
+
+
+def _no_decomp_twin(original: Any) -> Any:
+    """The edge stage defines ``EDGE_DO_NOT_DECOMP::<op>`` twins of the ops it keeps (their
+    schema and kernel); node ``meta`` may name one. A process that reads the entry never
+    ran the edge stage: define the twin the same way."""
+    from executorch.exir.program import _program
+
+    _program._register_no_decomp_op(original)
+    return _program.aten_op_to_transform_op[original]
 
 
 def _verifier_settings(cls: type) -> Tuple[bool, bool, List[Any], List[Any]]:

@@ -109,7 +109,7 @@ class SymbolicWriter:
             raise Uncacheable(f"a symbolic value of node type {type(node).__name__}")
         env = node.shape_env
         self._env_settings(env)
-        expr = node._expr
+        expr = node.expr  # replacements applied (an unbacked u93 renamed to u2)
         return SymRecord(_KINDS[type(value)], expr, getattr(node, "_hint", None),
                          getattr(node, "constant", None), self._symbols(expr, env))
 
