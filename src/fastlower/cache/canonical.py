@@ -125,6 +125,9 @@ class ObjectCanonical:
 
     def __init__(self, tensor: Callable[[torch.Tensor], str]) -> None:
         self.tensor = tensor  # a tensor's text (by content), from the program canonicaliser
+        # attribute values to write instead of an object's own (by id): the values the
+        # code about to run will set before it reads them
+        self.overrides: Dict[int, Dict[str, Any]] = {}
         self.seen: Dict[int, int] = {}
         self.keep: List[Any] = []  # objects in ``seen`` stay alive, so their ids stay unique
 
@@ -227,6 +230,7 @@ class ObjectCanonical:
         if dataclasses.is_dataclass(obj):
             state.update({f.name: getattr(obj, f.name) for f in dataclasses.fields(obj)
                           if hasattr(obj, f.name)})
+        state.update(self.overrides.get(id(obj), {}))
         if not state and not hasattr(obj, "__dict__") and cls.__module__ == "builtins":
             raise Uncacheable(f"{path}: a {cls.__qualname__} has no canonical form")
         if not state and not hasattr(obj, "__dict__") and not getattr(cls, "__slots__", None):

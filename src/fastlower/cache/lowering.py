@@ -32,9 +32,7 @@ from __future__ import annotations
 
 import copy
 import logging
-import threading
 import time
-import warnings
 from typing import Any, Dict, List, Optional, Sequence, Union
 
 from executorch.exir import EdgeCompileConfig
@@ -45,9 +43,8 @@ from executorch.exir.program._program import EdgeProgramManager
 from torch.export import ExportedProgram
 from torch.fx.passes.infra.pass_manager import PassManager as GraphModulePassManager
 
-from ..preprocess.cache import CacheWarning
-from . import compare, entry, manifest
-from .errors import DamagedEntry, LoweringCacheVerificationError, Uncacheable
+from . import access, compare, manifest
+from .errors import LoweringCacheVerificationError, Uncacheable
 from .key import LoweringKey, lowering_key, method_programs
 from .report import report_from_programs
 from .settings import LoweringCacheSettings, resolve
@@ -56,8 +53,6 @@ from .store import LoweringStore
 log = logging.getLogger("fastlower.cache")
 
 _REFERENCE = _program.to_edge_transform_and_lower
-_WARNED_READ_ONLY: set = set()
-_WARNED_LOCK = threading.Lock()
 
 
 def reference() -> Any:
@@ -143,11 +138,8 @@ def to_edge_transform_and_lower(  # noqa: C901
         manager = _lower(programs, args)
         _mark_report(manager, "uncacheable", "", {})
         return manager
-    try:
-        store = LoweringStore(settings.directory, settings.size_limit)
-    except Exception as exc:
-        warnings.warn(f"fastlower: lowering cache {settings.directory} cannot be opened "
-                      f"({exc!r}); lowering without it", CacheWarning, stacklevel=2)
+    store = access.open_store(settings)
+    if store is None:
         return _lower(programs, args)
     try:
         return _cached(store, key, settings, programs, args)
@@ -157,11 +149,9 @@ def to_edge_transform_and_lower(  # noqa: C901
 
 def _cached(store: LoweringStore, key: LoweringKey, settings: LoweringCacheSettings,
             programs: Any, args: Dict[str, Any]) -> EdgeProgramManager:
-    if store.read_only:
-        _warn_read_only(settings)
     seconds = {"key": key.seconds}
     start = time.perf_counter()
-    found = _lookup(store, key.key, settings)
+    found = access.lookup(store, key.key)
     seconds["load"] = time.perf_counter() - start
     if found is not None and not settings.verify:
         info, payload = found
@@ -190,70 +180,18 @@ def _cached(store: LoweringStore, key: LoweringKey, settings: LoweringCacheSetti
     return manager
 
 
-def _warn_read_only(settings: LoweringCacheSettings) -> None:
-    with _WARNED_LOCK:
-        if settings.directory in _WARNED_READ_ONLY:
-            return
-        _WARNED_READ_ONLY.add(settings.directory)
-    warnings.warn(f"fastlower: the lowering cache folder {settings.directory} cannot be "
-                  "written: lookups only", CacheWarning, stacklevel=4)
-
-
-def _lookup(store: LoweringStore, key: str, settings: LoweringCacheSettings):
-    """``(info, payload)`` of a usable entry, else None (a damaged one warns, once)."""
-    try:
-        stream = store.open(key)
-    except Exception as exc:  # unreadable value file, corrupt row
-        _damaged(store, key, f"cannot be read: {exc!r}", settings)
-        return None
-    if stream is None:
-        return None
-    try:
-        with stream:
-            steps = entry.read(stream)
-            info = next(steps)
-            stale = manifest.stale_backend(info.get("backends", []))
-            if stale is not None:
-                log.debug("lowering cache entry %s is stale: %s", key, stale)
-                return None
-            return info, next(steps)
-    except DamagedEntry as exc:
-        _damaged(store, key, str(exc), settings)
-        return None
-
-
-def _damaged(store: LoweringStore, key: str, why: str, settings: LoweringCacheSettings) -> None:
-    log.debug("damaged lowering cache entry %s: %s", key, why)
-    warnings.warn(f"fastlower: a damaged lowering cache entry in {settings.directory} was "
-                  f"treated as a miss and dropped ({key[9:21]}: {why})", CacheWarning,
-                  stacklevel=5)
-    store.drop(key)
-
-
 def _store(store: LoweringStore, key: str, manager: EdgeProgramManager, added_ops: List[str],
            lower_seconds: float) -> None:
     info = {"backends": manifest.backends_of(manager._edge_programs),
             "exception_ops": added_ops, "lower_seconds": lower_seconds,
             "created": time.time()}
-    payload = {"programs": dict(manager._edge_programs)}
-    try:
-        chunks = entry.encode(info, payload)
-        steps = entry.read(entry.ChunkReader(chunks))
-        next(steps)
-        copy_back = next(steps)["programs"]
-        difference = compare.first_difference(
-            compare.describe(manager._edge_programs), compare.describe(copy_back),
-            "lowered", "stored copy")
-        if difference is not None:
-            raise Uncacheable(f"the stored copy would differ from the lowering {difference}")
-    except (Uncacheable, DamagedEntry) as why:
-        log.debug("to_edge_transform_and_lower result not stored: %s", why)
-        return
-    try:
-        store.put(key, entry.ChunkReader(chunks))
-    except Exception as exc:  # disk full, read-only after all
-        warnings.warn(f"fastlower: the lowering could not be written to the cache "
-                      f"{store.directory} ({exc!r})", CacheWarning, stacklevel=4)
+    fresh = compare.describe(manager._edge_programs)
+
+    def same(copy_back: Dict[str, Any]) -> Optional[str]:
+        return compare.first_difference(fresh, compare.describe(copy_back["programs"]),
+                                        "lowered", "stored copy")
+
+    access.store_checked(store, key, info, {"programs": dict(manager._edge_programs)}, same)
 
 
 def _partitioner_rounds(programs: Dict[str, ExportedProgram], partitioner: Any) -> int:

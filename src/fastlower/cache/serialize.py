@@ -221,6 +221,14 @@ class _Writer(pickle.Pickler):
             return self._tensor(obj)
         if isinstance(obj, _SYM_TYPES):
             return ("sym", self.symbolic.sym(obj))
+        if isinstance(obj, torch.UntypedStorage):
+            if obj.device.type != "cpu":
+                raise Uncacheable(f"a storage on {obj.device}")
+            return ("storage", self.storages.add(obj))
+        if isinstance(obj, torch.TypedStorage):
+            if obj.device.type != "cpu":
+                raise Uncacheable(f"a storage on {obj.device}")
+            return ("typed_storage", self.storages.add(obj.untyped()), obj.dtype)
         if isinstance(obj, GraphModule):
             seen, number = self._remember(obj)
             return ("ref", number) if seen else ("gm", number, self._graph_record(obj))
@@ -348,6 +356,11 @@ class _Reader(pickle.Unpickler):
             return self._keep(pid[1], pid[2])
         if kind == "sym":
             return self.symbolic.sym(pid[1])
+        if kind == "storage":
+            return self.storages[pid[1]]
+        if kind == "typed_storage":
+            return torch.TypedStorage(wrap_storage=self.storages[pid[1]], dtype=pid[2],
+                                      _internal=True)
         if kind == "op":
             return _find_op(pid[1], pid[2])
         if kind == "gm":
