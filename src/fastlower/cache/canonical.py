@@ -40,6 +40,7 @@ from .errors import Uncacheable
 # modules whose code is fixed by the versions in the key (torch, executorch, python)
 _VERSIONED_ROOTS = ("torch", "executorch", "builtins", "sympy", "numpy", "typing", "_operator",
                     "operator", "functools", "collections", "abc", "enum", "math")
+_VIEW_SPEC_MODULE = "executorch.exir.passes.replace_view_copy_with_view_pass"
 _UNCACHEABLE_TYPES = (io.IOBase, types.GeneratorType, types.CoroutineType,
                       types.AsyncGeneratorType, types.FrameType, types.TracebackType,
                       weakref.ReferenceType, type(threading.Lock()), type(threading.RLock()),
@@ -172,6 +173,9 @@ class ObjectCanonical:
             items = ",".join(f"{self.text(k, path)}:{self.text(v, f'{path}[{k!r}]')}"
                              for k, v in obj.items())
             return f"{self.type_name(obj, path)}{{{items}}}"
+        if type(obj).__name__ == "_Guard" and type(obj).__module__ == _VIEW_SPEC_MODULE:
+            # ExecuTorch's _ViewSpec guard: its lambda is fixed by its name
+            return f"view-guard:{obj.name}={self.text(obj.expected_val, path)}"
         if isinstance(obj, functools.partial):
             return (f"partial({self.text(obj.func, path)},{self.text(obj.args, path)},"
                     f"{self.text(obj.keywords, path)})")

@@ -90,10 +90,10 @@ def _op_name(op: Any) -> Optional[Tuple[str, str]]:
     from executorch.exir.dialects.backend._ops import BackendOpOverload
     from executorch.exir.dialects.edge._ops import EdgeOpOverload, EdgeOpOverloadPacket
 
+    if isinstance(op, BackendOpOverload):  # (a subclass of EdgeOpOverload)
+        return "backend", op.__name__
     if isinstance(op, EdgeOpOverload):
         return "edge", op.__name__
-    if isinstance(op, BackendOpOverload):
-        return "backend", op.__name__
     if isinstance(op, EdgeOpOverloadPacket):
         return "edge_packet", op.__name__
     if isinstance(op, torch._ops.OpOverload):
@@ -235,6 +235,17 @@ class _Writer(pickle.Pickler):
         if isinstance(obj, ExportedProgram):
             seen, number = self._remember(obj)
             return ("ref", number) if seen else ("ep", number, dict(obj.__dict__))
+        if type(obj).__name__ == "_ViewSpec" and type(obj).__module__ == _VIEW_SPEC_MODULE:
+            seen, number = self._remember(obj)
+            if seen:
+                return ("ref", number)
+            state = dict(object.__getattribute__(obj, "__dict__"))
+            base = state.pop("_base")
+            guards = [(g.name, g.expected_val) for g in state.pop("_guards", [])]
+            unknown = [name for name, _ in guards if name not in _VIEW_GUARDS]
+            if unknown:
+                raise Uncacheable(f"a _ViewSpec with guards {unknown} this version does not know")
+            return ("view_spec", number, base, state, guards)
         if isinstance(obj, torch.fx.Node):
             raise Uncacheable(f"node {self.current_node!r} holds a torch.fx.Node in its meta "
                               f"({obj.name!r}), which has no stable form")
@@ -369,6 +380,8 @@ class _Reader(pickle.Unpickler):
             program = ExportedProgram.__new__(ExportedProgram)
             program.__dict__.update(pid[2])
             return self._keep(pid[1], program)
+        if kind == "view_spec":
+            return self._keep(pid[1], _view_spec(pid[2], pid[3], pid[4]))
         if kind == "env":
             return self.symbolic.env
         if kind == "mode":
@@ -380,6 +393,32 @@ class _Reader(pickle.Unpickler):
     def _keep(self, number: int, obj: Any) -> Any:
         self.objects[number] = obj
         return obj
+
+
+_VIEW_SPEC_MODULE = "executorch.exir.passes.replace_view_copy_with_view_pass"
+# ExecuTorch's _ViewSpec guards (lambdas made in its __init__), by name: what each reads
+_VIEW_GUARDS = {
+    "is_sparse": lambda view: view.is_sparse,
+    "layout": lambda view: view.layout,
+    "shape_dynamism_init": lambda view: view.shape_dynamism,
+    "shape_dynamism_eq_base": lambda view: view.shape_dynamism == view._base.shape_dynamism,
+    "dtype": lambda view: view.dtype,
+    "rank": lambda view: len(view.shape),
+}
+
+
+def _view_spec(base: Any, state: Dict[str, Any], guards: List[Tuple[str, Any]]) -> Any:
+    """ExecuTorch's ``_ViewSpec`` (a view's tensor spec sharing its base's memory fields),
+    its fields as they were and its guards (lambdas in the original) made again."""
+    from executorch.exir.passes.replace_view_copy_with_view_pass import _Guard, _ViewSpec
+
+    spec = _ViewSpec.__new__(_ViewSpec)
+    object.__setattr__(spec, "_base", base)
+    for name, value in state.items():
+        object.__setattr__(spec, name, value)
+    object.__setattr__(spec, "_guards", [_Guard(name, _VIEW_GUARDS[name], expected)
+                                         for name, expected in guards])
+    return spec
 
 
 def _finish_tensor(t: torch.Tensor, grad: bool, param: bool, extra: Optional[dict]):
