@@ -41,6 +41,14 @@ from .errors import Uncacheable
 _VERSIONED_ROOTS = ("torch", "executorch", "builtins", "sympy", "numpy", "typing", "_operator",
                     "operator", "functools", "collections", "abc", "enum", "math")
 _VIEW_SPEC_MODULE = "executorch.exir.passes.replace_view_copy_with_view_pass"
+# attributes that are per-call scaffolding, replaced before they are read: an ExportPass
+# re-creates its tracer and interpreter for every graph it runs on and sets its fake
+# mode from the graph's inputs
+_EXPORT_PASS_SCAFFOLDING = ("interpreter", "tracer", "fake_tensor_mode", "node_debug_str")
+_TRANSIENT = {
+    "executorch.exir.pass_base._ExportPassBase": _EXPORT_PASS_SCAFFOLDING,
+    "torch._export.pass_base._ExportPassBaseDeprecatedDoNotUse": _EXPORT_PASS_SCAFFOLDING,
+}
 _UNCACHEABLE_TYPES = (io.IOBase, types.GeneratorType, types.CoroutineType,
                       types.AsyncGeneratorType, types.FrameType, types.TracebackType,
                       weakref.ReferenceType, type(threading.Lock()), type(threading.RLock()),
@@ -176,6 +184,13 @@ class ObjectCanonical:
         if type(obj).__name__ == "_Guard" and type(obj).__module__ == _VIEW_SPEC_MODULE:
             # ExecuTorch's _ViewSpec guard: its lambda is fixed by its name
             return f"view-guard:{obj.name}={self.text(obj.expected_val, path)}"
+        if isinstance(obj, torch.fx.GraphModule):
+            # (ExportPass instances hold an empty one, and a tracer over one)
+            tensors = ",".join(f"{name}={self.tensor(t)}" for name, t in
+                               list(obj.named_parameters()) + list(obj.named_buffers()))
+            return f"graph-module:{xxhash.xxh3_128_hexdigest(obj.code.encode())}[{tensors}]"
+        if isinstance(obj, torch.fx.Graph):
+            return f"graph:{xxhash.xxh3_128_hexdigest(str(obj).encode())}"
         if isinstance(obj, functools.partial):
             return (f"partial({self.text(obj.func, path)},{self.text(obj.args, path)},"
                     f"{self.text(obj.keywords, path)})")
@@ -235,6 +250,9 @@ class ObjectCanonical:
             state.update({f.name: getattr(obj, f.name) for f in dataclasses.fields(obj)
                           if hasattr(obj, f.name)})
         state.update(self.overrides.get(id(obj), {}))
+        for klass in cls.__mro__:
+            for name in _TRANSIENT.get(f"{klass.__module__}.{klass.__qualname__}", ()):
+                state.pop(name, None)
         if not state and not hasattr(obj, "__dict__") and cls.__module__ == "builtins":
             raise Uncacheable(f"{path}: a {cls.__qualname__} has no canonical form")
         if not state and not hasattr(obj, "__dict__") and not getattr(cls, "__slots__", None):

@@ -48,7 +48,7 @@ import xxhash
 from torch.export import ExportedProgram
 
 from .. import state
-from ..preprocess.keys import Canonical, TensorDigests, _directory_digest, versions
+from ..preprocess.keys import Canonical, TensorDigests, _directory_digest, _is_fake, versions
 from .canonical import ObjectCanonical, _operator_name
 from .errors import Uncacheable
 
@@ -111,7 +111,8 @@ class ProgramCanonical(Canonical):
         if type(tensor) in (torch.Tensor, torch.nn.Parameter) or flatten is None:
             return super().tensor_digest(tensor)
         attrs, ctx = tensor.__tensor_flatten__()
-        inner = ",".join(f"{a}={self.tensor_digest(getattr(tensor, a))}" for a in attrs)
+        inner = ",".join(f"{a}={self.tensor(t, with_data=not _is_fake(t))}"
+                         for a, t in ((a, getattr(tensor, a)) for a in attrs))
         return (f"{type(tensor).__module__}.{type(tensor).__qualname__}"
                 f"({inner};{self.objects.text(ctx, 'tensor subclass context')})")
 
