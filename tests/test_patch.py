@@ -28,8 +28,8 @@ import fastlower
 import fastlower.patch as patch
 import fastlower.preprocess as pp
 from fastlower.report import preview_export
-from tests.report.toy import ADD_MUL, AddMulSin, FastlowerToyBackend
 from tests.models import TargetsPartitioner
+from tests.report.toy import ADD_MUL, AddMulSin, FastlowerToyBackend
 
 REFERENCE = patch.reference_of("to_backend")
 TIMEOUT = 60  # seconds per wait: a broken ordering fails, never hangs

@@ -207,7 +207,10 @@ def structure_arrays(gm: torch.fx.GraphModule,
     """(op, target key, input offsets, input ids) of every node, for graph identity checks."""
     nodes = list(gm.graph.nodes)
     index = {node: i for i, node in enumerate(nodes)}
-    op, target, offsets, flat = [], [], [0], []
+    op: List[int] = []
+    target: List[int] = []
+    offsets: List[int] = [0]
+    flat: List[int] = []
     for node in nodes:
         op.append(_OP_CODES[node.op])
         target.append(keys(node.target))

@@ -2,8 +2,8 @@
 
 Run as ``python -c "from tests.preprocess.fork_safety import main; main()"`` from the
 repository root (not with ``-m``: the backends must be importable by name, and fastlower
-finds a backend by class name), in a process of its own (no pytest, no Dask threads): it prints one JSON line with what
-it saw. Two phases:
+finds a backend by class name), in a process of its own (no pytest, no Dask threads):
+it prints one JSON line with what it saw. Two phases:
 
 * ``user-thread``: another thread holds a lock in a loop and runs torch ops while
   fastlower lowers with 2 workers (default ``start_method``). The backend takes that
@@ -72,7 +72,6 @@ class ForkSafetyTqdmLockBackend(BackendDetails):
 def _lower(backend: type, **opts):
     import fastlower
     import fastlower.preprocess as pp
-
     from tests.preprocess.helpers import LinearPartitioner, edge_blocks, fingerprint
 
     with pp.options(**opts):

@@ -20,8 +20,14 @@ import fastlower.preprocess as pp
 from fastlower.preprocess import executors
 from fastlower.preprocess.jobs import PreprocessJob
 
-from .helpers import LinearPartitioner, PreprocessTestEchoBackend, child_processes, edge_blocks
-from .helpers import fingerprint, new_children
+from .helpers import (
+    LinearPartitioner,
+    PreprocessTestEchoBackend,
+    child_processes,
+    edge_blocks,
+    fingerprint,
+    new_children,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -120,8 +126,9 @@ def test_threads_holding_locks_while_the_pool_starts():
     monitor thread holds its lock nearly all the time: the default forks, holding that
     lock while it forks, and nothing hangs. A hang fails the test at the timeout."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("FASTLOWER_")}
-    done = subprocess.run([sys.executable, "-c", "from tests.preprocess.fork_safety import main; main()"], cwd=ROOT,
-                          env=env, capture_output=True, text=True, timeout=600)
+    code = "from tests.preprocess.fork_safety import main; main()"
+    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True,
+                          text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
     seen = json.loads(done.stdout.strip().splitlines()[-1])
     assert seen == {"user-thread": {"runner": "spawn pool, 2 workers", "same_as_serial": True},

@@ -45,7 +45,12 @@ import signal
 import sys
 import threading
 from concurrent.futures import (
-    FIRST_COMPLETED, BrokenExecutor, Executor, Future, ProcessPoolExecutor, wait,
+    FIRST_COMPLETED,
+    BrokenExecutor,
+    Executor,
+    Future,
+    ProcessPoolExecutor,
+    wait,
 )
 from concurrent.futures.process import BrokenProcessPool
 from contextlib import ExitStack, contextmanager
@@ -262,7 +267,7 @@ def _monitors_paused() -> Iterator[None]:
 
     (In the child the forking thread owns the re-entrant lock, so a bar there works.)
     """
-    locks = []
+    locks: List[object] = []
     for thread in threading.enumerate():
         if _is_tqdm_monitor(thread) and thread.is_alive():
             lock = thread.tqdm_cls.get_lock()  # type: ignore[attr-defined]
@@ -270,7 +275,7 @@ def _monitors_paused() -> Iterator[None]:
                 locks.append(lock)
     with ExitStack() as stack:
         for lock in locks:
-            stack.enter_context(lock)
+            stack.enter_context(lock)  # type: ignore[arg-type]
         yield
 
 

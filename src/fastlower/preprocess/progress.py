@@ -23,7 +23,7 @@ def _bar_class() -> Any:
     """
     from tqdm import tqdm
 
-    class PartitionBar(tqdm):  # type: ignore[misc]
+    class PartitionBar(tqdm):
         monitor_interval = 0
 
     return PartitionBar

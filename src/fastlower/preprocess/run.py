@@ -27,8 +27,8 @@ from .executors import (
 from .failures import CacheVerificationError
 from .jobs import PreprocessJob
 from .keys import TensorDigests, cache_key
-from .settings import ResolvedOptions, resolve
 from .progress import partition_bar
+from .settings import ResolvedOptions, resolve
 
 
 def _runner_label(runner: str, opts: ResolvedOptions, parallel: int) -> str:

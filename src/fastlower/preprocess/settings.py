@@ -35,7 +35,7 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Iterator, Optional, Union
+from typing import Any, Dict, Iterator, Optional, Union
 
 DEFAULT_CACHE_SIZE = 2 * 1024 ** 3
 START_METHODS = ("auto", "fork", "spawn")
@@ -148,10 +148,10 @@ def options(*, workers: Optional[int] = None, executor: Optional[Executor] = Non
     The block's settings hold for the calling thread (context) only: lowerings in
     other threads keep theirs.
     """
-    requested = dict(workers=workers, executor=executor, cache_dir=cache_dir,
-                     cache_size=cache_size, verify=verify, progress=progress,
-                     start_method=start_method)
-    given = {k: v for k, v in requested.items() if v is not None}
+    requested: Dict[str, object] = dict(
+        workers=workers, executor=executor, cache_dir=cache_dir, cache_size=cache_size,
+        verify=verify, progress=progress, start_method=start_method)
+    given: Dict[str, Any] = {k: v for k, v in requested.items() if v is not None}
     scoped = replace(current(), **given)
     token = _SCOPED.set(scoped)
     try:
