@@ -347,3 +347,21 @@ def test_reference_validation_switch_reaches_fastlower():
     with fastlower.validation_disabled():
         assert not state.validation_enabled()
     assert state.validation_enabled()
+
+
+def test_pytest_plugin_check_reference_runs_the_reference_under_install():
+    """``lower_benchmark(check_reference=True)`` compares with ExecuTorch's own
+    ``to_backend`` even while ``install()`` routes ``backend_api.to_backend`` to fastlower."""
+    from fastlower.pytest_plugin import _check_reference
+
+    ran: List[str] = []
+    program = copy.deepcopy(_EDGE).exported_program()
+    patch.install()
+    try:
+        with pp.options(workers=1), warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            ours = backend_api.to_backend(copy.deepcopy(program), _Spy(ran))
+            assert _check_reference(program, lambda: _Spy(ran), ours)
+    finally:
+        patch.uninstall()
+    assert ran == ["fastlower", "reference"]
