@@ -226,3 +226,18 @@ def new_children(before: List[psutil.Process]) -> List[psutil.Process]:
     cluster or multiprocessing's resource tracker, may already be running)."""
     known = {p.pid for p in before}
     return [p for p in child_processes() if p.pid not in known]
+
+
+@final
+class PreprocessTestWarmUpBackend(BackendDetails):
+    """Fills a per-process cache on its first ``preprocess`` (as XNNPACK traces its pattern
+    graphs on first use) and says, in its bytes, where it ran and whether the cache was
+    already warm there: ``b"<pid>:<warm>"``."""
+
+    warm = False
+
+    @staticmethod
+    def preprocess(edge_program, compile_specs) -> PreprocessResult:
+        cls = PreprocessTestWarmUpBackend
+        was_warm, cls.warm = cls.warm, True
+        return PreprocessResult(processed_bytes=f"{os.getpid()}:{was_warm}".encode())
