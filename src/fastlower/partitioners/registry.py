@@ -129,7 +129,9 @@ def _rebind(rebinding: Rebinding) -> None:
         except TypeError:
             continue
         for name, value in list(namespace.items()):
-            if value is rebinding.original:
+            # a module imported since the last scan may have copied the replacement
+            # from a rebound module: uninstall() must put the original back there too
+            if value is rebinding.original or value is rebinding.replacement:
                 namespace[name] = rebinding.replacement
                 rebinding.bound.append((module, name))
 
@@ -166,10 +168,18 @@ def uninstall() -> None:
                             "leaving it as it is", patch.target)
             patch.owner, patch.original, patch.replacement = None, _MISSING, None
         for rebinding in _rebindings:
-            for module, name in rebinding.bound:
-                namespace = vars(module)
-                if namespace.get(name) is rebinding.replacement:
-                    namespace[name] = rebinding.original
+            # every module, not only those rebound: one imported since the last scan may
+            # have copied the replacement from a rebound module
+            for module_name, module in list(sys.modules.items()):
+                if module is None or module_name == "fastlower" or module_name.startswith("fastlower."):
+                    continue
+                try:
+                    namespace = vars(module)
+                except TypeError:
+                    continue
+                for name, value in list(namespace.items()):
+                    if value is rebinding.replacement:
+                        namespace[name] = rebinding.original
             rebinding.bound.clear()
             rebinding.scanned.clear()
         _installed = False
