@@ -67,3 +67,17 @@ def edge_program(name: str, n_layers: int, seed: int = 0):
     from executorch.exir import to_edge
 
     return to_edge(aten_program(name, n_layers, seed)).exported_program()
+
+
+def transform_and_lower_program(name: str, n_layers: int, partitioner: Any, seed: int = 0):
+    """The Edge program ``to_edge_transform_and_lower(aten, partitioner=[partitioner])``
+    hands to ``partitioner`` (ops the partitioner asks to keep are not decomposed: XNNPACK
+    keeps ``linear``).  Uses ExecuTorch's own helper for that step
+    (``executorch.exir.program._program._gen_edge_manager_for_partitioners``, private)."""
+    from executorch.exir import EdgeCompileConfig
+    from executorch.exir.program._program import _gen_edge_manager_for_partitioners
+
+    manager = _gen_edge_manager_for_partitioners({"forward": [partitioner]},
+                                                 {"forward": aten_program(name, n_layers, seed)},
+                                                 EdgeCompileConfig(), None, False)
+    return manager.exported_program()
