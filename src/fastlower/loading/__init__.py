@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, List, Optional, Sequence, Union
 
 from . import archive, standins
+from .notes import describe_replacements, replaced_types
 from .resolve import Resolution, find_class, resolve
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -66,11 +67,17 @@ class Replacement:
 
     def message(self, source: str) -> str:
         where = " and ".join(self.where) or "tree"
-        kept = f"its keys {self.keys} in order" if self.keys else "its positions"
-        return (f"{source}: the {where} type {self.type_name} cannot be rebuilt here "
-                f"({self.reason}); a generic container stands in for it, keeping {kept}. "
-                "The program and the .pte are unchanged: the .pte returns the flattened "
-                "leaves in the same order")
+        if self.keys:
+            kept = f"that keeps its keys {', '.join(map(str, self.keys))} in order"
+        elif getattr(self.standin, "_fields", None) is not None:
+            kept = (f"that keeps its {len(self.standin._fields)} fields in order (a saved "  # type: ignore[attr-defined]
+                    "namedtuple keeps no field names)")
+        else:
+            kept = "that keeps its leaves in order"
+        return (f"{source}: {where} type {self.type_name} is not available here "
+                f"({self.reason}); lowering with a generic container in its place {kept}. "
+                "The .pte is the same as with the real type: it returns the flattened leaves "
+                "in the same order")
 
 
 @dataclass
@@ -251,26 +258,3 @@ def _load_with_own_inputs(file: Path, contents: archive.ArchiveContents, names: 
 def _first_line(exc: BaseException) -> str:
     text = str(exc).strip().splitlines()
     return text[0][:300] if text else "no message"
-
-
-def replaced_types(program: Any) -> List[type]:
-    """The stand-in types in ``program``'s input and output trees (an ``ExportedProgram``
-    or the dict of them ``to_backend`` returns), in order of first use."""
-    programs = program.values() if isinstance(program, dict) else [program]
-    found: List[type] = []
-    for each in programs:
-        spec = getattr(each, "call_spec", None)
-        if spec is None:
-            continue
-        for cls in standins.replaced_in(spec.in_spec) + standins.replaced_in(spec.out_spec):
-            if cls not in found:
-                found.append(cls)
-    return found
-
-
-def describe_replacements(program: Any) -> List[str]:
-    """One line per stand-in type in ``program``'s trees (for a lowering's report)."""
-    return [f"{cls.type_name} was replaced by a generic container ({cls.reason}); the .pte "  # type: ignore[attr-defined]
-            "returns the flattened leaves in the same order" for cls in replaced_types(program)]
-
-

@@ -93,7 +93,7 @@ def find_class(name: str) -> Tuple[Optional[type], str]:
         if not isinstance(obj, type):
             return None, f"{name} is a {type(obj).__name__}, not a class"
         return obj, ""
-    return None, f"no module of {name!r} is installed (top-level package {parts[0]!r})"
+    return None, f"package {parts[0]!r} is not installed"
 
 
 def _as_dataclass(use: TypeUse, cls: type) -> Resolution:
