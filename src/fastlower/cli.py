@@ -33,12 +33,11 @@ import os
 import sys
 import time
 import traceback
-import warnings
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence
 
-from .console import out
+from .console import command_logging, out, quiet_torch, script_logging
 
 log = logging.getLogger("fastlower.cli")
 
@@ -65,16 +64,6 @@ def check_model_file(path: str) -> None:
         raise UsageError(f"{path}: no such file")
     if not file.is_file():
         raise UsageError(f"{path}: not a file")
-
-
-def quiet_torch(debug: bool) -> None:
-    """Without ``--debug``, torch's own log handler shows errors only (importing
-    ExecuTorch makes it warn about things that are not the user's business). The
-    level is the command's, restored when it ends (``_logging_for_the_command``)."""
-    import torch  # noqa: F401
-
-    if not debug:
-        logging.getLogger("torch").setLevel(logging.ERROR)
 
 
 def load_program(path: str, imports: Sequence[str] = ()):
@@ -299,7 +288,10 @@ def check_pte(program, buffer: bytes, atol: float = 1e-3, rtol: float = 1e-3) ->
 
     args, kwargs = example_inputs(program)
     expected_tree = program.module()(*args, **kwargs)
-    expected = pytree.tree_flatten_with_path(expected_tree)[0]
+    try:
+        expected = pytree.tree_flatten_with_path(expected_tree)[0]
+    except ValueError:  # a container registered without key paths: positions only
+        expected = [((), leaf) for leaf in pytree.tree_leaves(expected_tree)]
     method = Runtime.get().load_program(buffer).load_method("forward")
     got = [t.clone() if isinstance(t, torch.Tensor) else t
            for t in method.execute(pytree.tree_leaves((args, kwargs)))]
@@ -427,7 +419,8 @@ def build_parser() -> argparse.ArgumentParser:
         "run", help="run an unchanged script (or -m MODULE) with fastlower installed",
         description="Run SCRIPT.py ARGS (or -m MODULE ARGS) as python would, with fastlower as "
                     "ExecuTorch's to_backend. Everything after the script or module name is the "
-                    "script's. Reports: one per lowering, R.json -> R.1.json, R.2.json, ... in order.")
+                    "script's. Reports: one per lowering, R.json -> R.1.json, R.2.json, ... "
+                    "in order.")
     preprocessing(run)
     run.add_argument("--report-json", metavar="R.json",
                      help="write each lowering's JSON report: R.1.json, R.2.json, ...")
@@ -445,69 +438,12 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _stderr_handler(level: int) -> logging.Handler:
-    handler = logging.StreamHandler(sys.stderr)
-    handler.setLevel(level)
-    handler.setFormatter(logging.Formatter("fastlower: %(levelname)s: %(message)s"))
-    return handler
-
-
-@contextmanager
-def _logging_for_the_command(debug: bool) -> Iterator[None]:
-    """The command's own handlers: fastlower's log to stderr; without ``--debug`` the
-    other libraries' chatty warnings (ExecuTorch's through the root logger, torch's
-    own handler, ``warnings``) are not shown. Everything is removed or restored
-    afterwards, so ``main()`` can be called in-process (tests)."""
-    logger, root, torch_log = (logging.getLogger("fastlower"), logging.getLogger(),
-                               logging.getLogger("torch"))
-    saved = (logger.level, logger.propagate, torch_log.level)
-    ours = _stderr_handler(logging.DEBUG if debug else logging.WARNING)
-    logger.addHandler(ours)
-    logger.propagate = False  # shown once, by our handler
-    logger.setLevel(logging.DEBUG if debug else logging.WARNING)
-    # with a handler of its own the root logger no longer falls back to printing
-    # every warning (logging.lastResort): this one shows errors only
-    others = _stderr_handler(logging.DEBUG if debug else logging.ERROR)
-    root.addHandler(others)
-    try:
-        with warnings.catch_warnings():
-            if not debug:
-                warnings.simplefilter("ignore")
-            yield
-    finally:
-        logger.removeHandler(ours)
-        root.removeHandler(others)
-        logger.setLevel(saved[0])
-        logger.propagate = saved[1]
-        torch_log.setLevel(saved[2])
-
-
-@contextmanager
-def _logging_for_a_script(debug: bool) -> Iterator[None]:
-    """``fastlower run``: the script's logging, warnings and torch's are left as they are
-    (it sees what it would see without fastlower); ``--debug`` adds fastlower's own
-    debug log on stderr."""
-    if not debug:
-        yield
-        return
-    logger = logging.getLogger("fastlower")
-    saved = logger.level
-    handler = _stderr_handler(logging.DEBUG)
-    logger.addHandler(handler)
-    logger.setLevel(logging.DEBUG)
-    try:
-        yield
-    finally:
-        logger.removeHandler(handler)
-        logger.setLevel(saved)
-
-
 def main(argv: Optional[List[str]] = None) -> int:
     """Entry point of the ``fastlower`` console script; returns the exit code."""
     parser = build_parser()
     args = parser.parse_args(argv)
     run: Callable[[Any], int] = args.run
-    logging_for = _logging_for_a_script if args.command == "run" else _logging_for_the_command
+    logging_for = script_logging if args.command == "run" else command_logging
     with logging_for(args.debug):
         try:
             return run(args)

@@ -13,13 +13,11 @@ partition a cache hit); both times are printed next to the reference's.
 from __future__ import annotations
 
 import argparse
-import logging
 import tempfile
 import time
-import warnings
 from typing import Optional
 
-from .console import out
+from .console import command_logging, out, quiet_torch
 
 
 def _lower(n_layers: int, use_fastlower: bool, cache_dir: Optional[str] = None):
@@ -52,9 +50,14 @@ def main(argv=None) -> int:
     parser.add_argument("--no-reference", action="store_true",
                         help="skip the reference lowering (and the comparison)")
     args = parser.parse_args(argv)
-    warnings.filterwarnings("ignore")
-    logging.disable(logging.WARNING)
+    # the command's own handlers and a scoped warnings filter (console.command_logging),
+    # never logging.disable or a process-wide filter
+    with command_logging(debug=False):
+        quiet_torch(debug=False)
+        return _demo(args)
 
+
+def _demo(args) -> int:
     import torch
 
     from .examples.llama import eager_reference

@@ -31,7 +31,7 @@ import os
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, List, Optional, Sequence, Union
+from typing import TYPE_CHECKING, Any, List, Sequence, Union
 
 from . import archive, standins
 from .notes import describe_replacements, replaced_types

@@ -49,7 +49,8 @@ def _keys_of(context: Optional[str]) -> Tuple[str, List[Any], List[Any]]:
         decoded = None
     if isinstance(decoded, list) and all(isinstance(k, str) for k in decoded):
         return "mapping", list(decoded), []
-    if (isinstance(decoded, list) and len(decoded) == 2 and all(isinstance(p, list) for p in decoded)
+    if (isinstance(decoded, list) and len(decoded) == 2
+            and all(isinstance(p, list) for p in decoded)
             and all(isinstance(k, str) for p in decoded for k in p)):
         return "attribute", list(decoded[0]), list(decoded[1])
     return "index", [], []
@@ -266,5 +267,5 @@ def replaced_in(spec: Optional[pytree.TreeSpec]) -> List[type]:
         for cls in (node.type, node.context):
             if is_standin(cls) and cls not in found:
                 found.append(cls)
-        stack.extend(node.children_specs)
+        stack.extend(node.children())
     return found
