@@ -3,12 +3,12 @@ run an unchanged export script with fastlower, and look after the preprocess cac
 
     fastlower lower MODEL.pt2 -o MODEL.pte [--backend xnnpack] [--partitioner MODULE:CLASS]
                     [--import MODULE ...] [--report-html R.html] [--report-json R.json]
-                    [--workers N] [--no-cache] [--check]
+                    [--workers N] [--cache-dir DIR | --no-cache] [--check]
     fastlower report MODEL.pt2 [--backend ...] [--partitioner ...] [--import MODULE ...]
                     [--report-html ...] [--report-json ...] [--explorer-json ...]
-    fastlower run [--workers N] [--no-cache] [--report-json R.json] [--report-html R.html]
-                  (-m MODULE | SCRIPT.py) [ARGS...]
-    fastlower cache info|clear
+    fastlower run [--workers N] [--cache-dir DIR | --no-cache] [--report-json R.json]
+                  [--report-html R.html] (-m MODULE | SCRIPT.py) [ARGS...]
+    fastlower cache info|clear [--cache-dir DIR]
 
 ``MODEL.pt2`` is an ATen-dialect program saved with ``torch.export.save``,
 loaded by ``fastlower.loading`` (any input/output types). Bad input (missing
@@ -57,6 +57,11 @@ class UsageError(Exception):
 
 
 # --------------------------------------------------------------------------- inputs
+def check_workers(workers: Optional[int]) -> None:
+    if workers is not None and workers < 1:
+        raise UsageError(f"--workers must be >= 1, got {workers}")
+
+
 def check_model_file(path: str) -> None:
     """Fail early, before any heavy import, on a model path that is no file."""
     file = Path(path)
@@ -157,18 +162,21 @@ def default_cache_dir() -> str:
     return os.environ.get(ENV_CACHE_DIR) or platformdirs.user_cache_dir("fastlower")
 
 
-def cache_dir_for(no_cache: bool) -> Optional[str]:
-    """The preprocess cache folder of a command: the user's unless ``--no-cache``."""
-    return None if no_cache else default_cache_dir()
+def cache_dir_for(args) -> Optional[str]:
+    """The preprocess cache folder of a command: ``--cache-dir``, else the default folder;
+    None with ``--no-cache``."""
+    if args.no_cache:
+        return None
+    return args.cache_dir or default_cache_dir()
 
 
-def preprocess_settings(workers: Optional[int], no_cache: bool):
-    """``--workers``/``--no-cache`` as a ``fastlower.preprocess.options()`` block for the
-    lowering (the cache on in the user's cache folder unless ``--no-cache``; an empty
-    ``cache_dir`` is no cache, whatever ``FASTLOWER_CACHE_DIR`` says)."""
+def preprocess_settings(args):
+    """``--workers``/``--cache-dir``/``--no-cache`` as a ``fastlower.preprocess.options()``
+    block for the lowering (an empty ``cache_dir`` is no cache, whatever
+    ``FASTLOWER_CACHE_DIR`` says)."""
     from .preprocess import options
 
-    return options(workers=workers, cache_dir=cache_dir_for(no_cache) or "")
+    return options(workers=args.workers, cache_dir=cache_dir_for(args) or "")
 
 
 # --------------------------------------------------------------------------- commands
@@ -189,6 +197,7 @@ def _write_reports(report, args) -> None:
 def cmd_lower(args) -> int:
     """``fastlower lower``: ``.pt2`` in, ``.pte`` out, report printed."""
     check_model_file(args.model)
+    check_workers(args.workers)
     output = Path(args.output)
     if not output.parent.exists():
         raise UsageError(f"{args.output}: folder {output.parent} does not exist")
@@ -205,7 +214,7 @@ def cmd_lower(args) -> int:
     try:
         start = time.perf_counter()
         with steps.step("lower (to_edge_transform_and_lower)"), installed(), \
-                preprocess_settings(args.workers, args.no_cache):
+                preprocess_settings(args):
             edge = to_edge_transform_and_lower(program, partitioner=[partitioner])
         report = last_report()
         with steps.step("to_executorch"):
@@ -262,12 +271,11 @@ def cmd_run(args) -> int:
         pattern = getattr(args, option)
         if pattern and not Path(pattern).parent.exists():
             raise UsageError(f"{pattern}: folder {Path(pattern).parent} does not exist")
-    if args.workers is not None and args.workers < 1:
-        raise UsageError(f"--workers must be >= 1, got {args.workers}")
+    check_workers(args.workers)
     from .run import RunSettings, run
 
     result = run(target, script_args, module=module, settings=RunSettings(
-        workers=args.workers, cache_dir=cache_dir_for(args.no_cache),
+        workers=args.workers, cache_dir=cache_dir_for(args),
         report_json=args.report_json, report_html=args.report_html))
     # on stderr: stdout is the script's
     if args.report_json or args.report_html:
@@ -358,7 +366,7 @@ def cmd_cache(args) -> int:
     """``fastlower cache info|clear`` over the preprocess cache folder."""
     import diskcache
 
-    folder = default_cache_dir()
+    folder = args.cache_dir or default_cache_dir()
     if args.action == "info":
         if not Path(folder).exists():
             out(f"cache: {folder} (empty: the folder does not exist yet)")
@@ -385,9 +393,12 @@ def build_parser() -> argparse.ArgumentParser:
     def preprocessing(p: argparse.ArgumentParser) -> None:
         p.add_argument("--workers", type=int, metavar="N",
                        help="preprocess in N processes (default: the usable cores; 1: serial)")
-        p.add_argument("--no-cache", action="store_true",
-                       help="do not use the preprocess cache (default: on, in the user's cache "
-                            f"folder or ${ENV_CACHE_DIR})")
+        cache = p.add_mutually_exclusive_group()
+        cache.add_argument("--cache-dir", metavar="DIR",
+                           help=f"the preprocess cache folder (default: ${ENV_CACHE_DIR}, else "
+                                "the user's cache folder)")
+        cache.add_argument("--no-cache", action="store_true",
+                           help="do not use the preprocess cache")
 
     def partitioning(p: argparse.ArgumentParser) -> None:
         p.add_argument("model", metavar="MODEL.pt2", help="a program saved with torch.export.save")
@@ -417,6 +428,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     run = sub.add_parser(
         "run", help="run an unchanged script (or -m MODULE) with fastlower installed",
+        usage="fastlower run [options] (SCRIPT.py | -m MODULE) [ARGS...]",
         description="Run SCRIPT.py ARGS (or -m MODULE ARGS) as python would, with fastlower as "
                     "ExecuTorch's to_backend. Everything after the script or module name is the "
                     "script's. Reports: one per lowering, R.json -> R.1.json, R.2.json, ... "
@@ -434,6 +446,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     cache = sub.add_parser("cache", help="the preprocess cache: info or clear")
     cache.add_argument("action", choices=["info", "clear"])
+    cache.add_argument("--cache-dir", metavar="DIR",
+                       help=f"the cache folder (default: ${ENV_CACHE_DIR}, else the user's cache "
+                            "folder)")
     cache.set_defaults(run=cmd_cache)
     return parser
 

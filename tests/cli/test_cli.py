@@ -100,6 +100,22 @@ def test_lower_with_a_partitioner_class_and_no_cache(files, tmp_path, capsys, pr
     assert "cache:" not in out and not preprocess_env.exists()
 
 
+def test_cache_dir_option_names_the_cache_folder(files, tmp_path, capsys, preprocess_env):
+    folder, doc = tmp_path / "elsewhere", tmp_path / "r.json"
+    for expected_hit in (False, True):
+        code, out, err = _run(capsys, "lower", files["small"], "-o", tmp_path / "small.pte",
+                              "--partitioner", TOY, "--cache-dir", folder, "--report-json", doc)
+        assert code == 0, err
+        parts = json.loads(doc.read_text())["partitions"]
+        assert parts and all(p["cache_hit"] is expected_hit for p in parts)
+    assert not preprocess_env.exists()  # not the default folder
+    code, out, _ = _run(capsys, "cache", "info", "--cache-dir", folder)
+    assert code == 0 and f"cache: {folder}\nentries: {len(parts)}\n" in out
+    with pytest.raises(SystemExit) as usage:  # argparse's own usage error
+        cli.main(["lower", str(files["small"]), "-o", "x.pte", "--no-cache", "--cache-dir", "d"])
+    assert usage.value.code == 2 and "not allowed with argument" in capsys.readouterr().err
+
+
 def test_a_failed_lowering_leaves_no_file_behind(files, tmp_path, capsys, preprocess_env):
     pte = tmp_path / "small.pte"
     pte.write_bytes(b"previous")

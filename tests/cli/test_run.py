@@ -117,3 +117,45 @@ def test_run_exit_codes_and_bad_input(tmp_path):
     ("report.v2.json", 2, "report.v2.2.json"), ("r", 3, "r.3")])
 def test_report_files_are_numbered_before_the_last_suffix(pattern, index, expected):
     assert numbered(pattern, index) == Path(expected)
+
+
+@pytest.mark.slow
+def test_run_export_llm_module_is_the_reference_run(tmp_path):
+    """ExecuTorch's own pipeline, unchanged: ``python -m executorch.extension.llm.export.
+    export_llm`` at a tiny size (seeded checkpoint: deterministic weights) and through
+    ``fastlower run -m``: the same ``.pte``, and one report per partitioner (2)."""
+    import torch
+    from executorch.examples.models.llama.llama_transformer import construct_transformer
+    from executorch.examples.models.llama.model_args import ModelArgs
+
+    params = {"dim": 64, "n_layers": 2, "n_heads": 4, "vocab_size": 256, "multiple_of": 32,
+              "norm_eps": 1e-5, "hidden_dim": 128}
+    (tmp_path / "params.json").write_text(json.dumps(params))
+    torch.manual_seed(0)
+    model = construct_transformer(ModelArgs(**params, max_seq_len=32, max_context_len=32))
+    with torch.no_grad():  # RMSNorm weights are ones by default: make them distinct too
+        for name, tensor in model.state_dict().items():
+            if name.endswith("norm.weight"):
+                tensor.uniform_(0.5, 1.5)
+    torch.save(model.state_dict(), tmp_path / "weights.pth")
+    args = ["base.model_class=stories110m", f"base.params={tmp_path / 'params.json'}",
+            f"base.checkpoint={tmp_path / 'weights.pth'}", "model.use_kv_cache=True",
+            "model.use_sdpa_with_kv_cache=True", "model.enable_dynamic_shape=True",
+            "backend.xnnpack.enabled=True", "backend.xnnpack.extended_ops=True",
+            "export.max_seq_length=32", "export.max_context_length=32",
+            "export.output_name=model.pte"]
+    module = ["-m", "executorch.extension.llm.export.export_llm"]
+    direct = _python(tmp_path / "direct", *module, *args,
+                     f"export.output_dir={tmp_path / 'direct'}")
+    ours = _python(tmp_path / "ours", "-m", "fastlower", "run", "--cache-dir", tmp_path / "cache",
+                   "--report-json", "r.json", *module, *args,
+                   f"export.output_dir={tmp_path / 'ours'}")
+    assert direct.returncode == 0, direct.stderr[-3000:]
+    assert ours.returncode == 0, ours.stderr[-3000:]
+    assert (tmp_path / "ours" / "model.pte").read_bytes() == \
+        (tmp_path / "direct" / "model.pte").read_bytes()
+    reports = sorted(p.name for p in (tmp_path / "ours").glob("r.*.json"))
+    assert reports == ["r.1.json", "r.2.json"]
+    for name in reports:
+        jsonschema.validate(json.loads((tmp_path / "ours" / name).read_text()),
+                            report_json.schema())
