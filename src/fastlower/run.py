@@ -143,7 +143,8 @@ def _print_script_traceback(kind, value, tb: Optional[TracebackType]) -> None:
 
 
 def _write_reports(reports: List[object], settings: RunSettings, target: str) -> List[Path]:
-    from .report import html, json as report_json
+    from .report import html
+    from .report import json as report_json
 
     written: List[Path] = []
     total = len(reports)

@@ -105,7 +105,7 @@ def test_hugging_face_output_stands_in_where_transformers_is_not_installed(saved
     [warning] = _warnings(done.stderr)
     assert ("output type transformers.modeling_outputs.CausalLMOutputWithCrossAttentions is not "
             "available here (package 'transformers' is not installed)") in warning
-    assert "keeps its keys logits in order" in warning
+    assert "keeps its keys (logits) in order" in warning
     assert "check: ok, 1 output(s) (['logits']) match" in done.stdout
 
 

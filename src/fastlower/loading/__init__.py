@@ -31,7 +31,7 @@ import os
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, List, Sequence, Union
+from typing import TYPE_CHECKING, Any, List, Sequence, Tuple, Union
 
 from . import archive, standins
 from .notes import describe_replacements, replaced_types
@@ -68,7 +68,7 @@ class Replacement:
     def message(self, source: str) -> str:
         where = " and ".join(self.where) or "tree"
         if self.keys:
-            kept = f"that keeps its keys {', '.join(map(str, self.keys))} in order"
+            kept = f"that keeps its keys ({', '.join(map(str, self.keys))}) in order"
         elif getattr(self.standin, "_fields", None) is not None:
             kept = (f"that keeps its {len(self.standin._fields)} fields in order (a saved "  # type: ignore[attr-defined]
                     "namedtuple keeps no field names)")
@@ -132,13 +132,13 @@ def load(path: Union[str, os.PathLike], *, imports: Sequence[str] = ()) -> Loade
     for replacement in replaced:
         log.warning("%s", replacement.message(file.name))
     unpicklable = _unpicklable_globals(contents)
-    loaded = LoadedProgram(program=None, path=str(path), imported=imported,  # type: ignore[arg-type]
-                           rebuilt=rebuilt, replaced=replaced)
+    note = ""
     if unpicklable:
-        loaded.program = _load_with_own_inputs(file, contents, unpicklable, loaded)
+        program, note = _load_with_own_inputs(file, contents, unpicklable)
     else:
-        loaded.program = _torch_load(file, str(path))
-    return loaded
+        program = _torch_load(file, str(path))
+    return LoadedProgram(program=program, path=str(path), imported=imported, rebuilt=rebuilt,
+                         replaced=replaced, example_inputs_note=note)
 
 
 def _import(name: str) -> str:
@@ -231,9 +231,10 @@ def _real_cause(file: Path, exc: BaseException) -> BaseException:
     return exc
 
 
-def _load_with_own_inputs(file: Path, contents: archive.ArchiveContents, names: List[str],
-                          loaded: LoadedProgram) -> "ExportedProgram":
-    """Load from a copy without the example inputs, then unpickle them with stand-ins."""
+def _load_with_own_inputs(file: Path, contents: archive.ArchiveContents,
+                          names: List[str]) -> Tuple["ExportedProgram", str]:
+    """Load from a copy without the example inputs, then unpickle them with stand-ins;
+    the note says why they were dropped, when they were."""
     from . import inputs
 
     log.info("%s: example inputs name %s, not importable here: unpickling them with "
@@ -243,16 +244,16 @@ def _load_with_own_inputs(file: Path, contents: archive.ArchiveContents, names: 
         program = _torch_load(copy, str(file))
     blobs = list(contents.sample_inputs.values())
     try:
-        program.example_inputs = inputs.unpickle(blobs[0]) if len(blobs) == 1 else None
-        if program.example_inputs is None:
+        if len(blobs) != 1:
             raise ValueError(f"{len(blobs)} example-input entries")
+        program.example_inputs = inputs.unpickle(blobs[0])  # checked against the input tree
     except Exception as exc:
-        loaded.example_inputs_note = (
-            f"its example inputs name {', '.join(names)} and could not be rebuilt "
-            f"({type(exc).__name__}: {_first_line(exc)}); the program has no example inputs")
-        log.warning("%s: %s", file.name, loaded.example_inputs_note)
+        note = (f"its example inputs name {', '.join(names)} and could not be rebuilt "
+                f"({type(exc).__name__}: {_first_line(exc)}); the program has no example inputs")
+        log.warning("%s: %s", file.name, note)
         program.example_inputs = None
-    return program
+        return program, note
+    return program, ""
 
 
 def _first_line(exc: BaseException) -> str:

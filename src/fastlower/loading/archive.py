@@ -48,7 +48,8 @@ class TypeUse:
 class ArchiveContents:
     """The type names an archive's trees and example inputs need."""
 
-    types: Dict[str, TypeUse] = field(default_factory=dict)  # by (namedtuple, name) order of use
+    # in order of first use, keyed by the type name ("namedtuple:NAME" for a namedtuple's)
+    types: Dict[str, TypeUse] = field(default_factory=dict)
     sample_inputs: Dict[str, bytes] = field(default_factory=dict)  # zip entry -> blob
 
 
