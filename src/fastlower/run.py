@@ -34,7 +34,10 @@ import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
-from typing import List, Optional, Sequence
+from typing import TYPE_CHECKING, List, Optional, Sequence
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .report import LoweringReport
 
 __all__ = ["RunSettings", "RunResult", "run", "numbered"]
 
@@ -54,7 +57,7 @@ class RunResult:
     """What happened: the script's exit code, the lowerings' reports, the files written."""
 
     exit_code: int
-    reports: List[object] = field(default_factory=list)
+    reports: List["LoweringReport"] = field(default_factory=list)
     written: List[Path] = field(default_factory=list)
 
 
@@ -142,7 +145,8 @@ def _print_script_traceback(kind, value, tb: Optional[TracebackType]) -> None:
     traceback.print_exception(kind, value, tb, file=sys.stderr)
 
 
-def _write_reports(reports: List[object], settings: RunSettings, target: str) -> List[Path]:
+def _write_reports(reports: List["LoweringReport"], settings: RunSettings,
+                   target: str) -> List[Path]:
     from .report import html
     from .report import json as report_json
 
@@ -151,10 +155,10 @@ def _write_reports(reports: List[object], settings: RunSettings, target: str) ->
     for index, report in enumerate(reports, start=1):
         if settings.report_json:
             path = numbered(settings.report_json, index)
-            report_json.write(report, path)  # type: ignore[arg-type]
+            report_json.write(report, path)
             written.append(path)
         if settings.report_html:
             path = numbered(settings.report_html, index)
-            html.write(report, path, title=f"{Path(target).name}, lowering {index} of {total}")  # type: ignore[arg-type]
+            html.write(report, path, title=f"{Path(target).name}, lowering {index} of {total}")
             written.append(path)
     return written

@@ -27,8 +27,8 @@ from fastlower.loading import ProgramLoadError, load, standins
 
 REPO = Path(__file__).resolve().parents[2]
 EXPORTER = Path(__file__).with_name("exporter.py")
-#: exported by the module's fixture (llama, slow, exports in its own test)
-CASES = ["gpt2", "namedtuple_input", "dataclass_output", "nested_dict_output", "boxed"]
+#: exported, saved and lowered by one process (the module's fixture)
+CASES = ["gpt2", "llama", "namedtuple_input", "dataclass_output", "nested_dict_output", "boxed"]
 #: the type each case's file names that this process cannot import (None: it can)
 REPLACED = {"gpt2": None, "llama": None, "namedtuple_input": "__main__.Pair",
             "dataclass_output": "__main__.Result", "nested_dict_output": None}
@@ -70,12 +70,9 @@ def _warnings(stderr: str) -> list:
     return [line for line in stderr.splitlines() if line.startswith("fastlower: WARNING: ")]
 
 
-@pytest.mark.parametrize("case", [
-    "gpt2", "namedtuple_input", "dataclass_output", "nested_dict_output",
-    pytest.param("llama", marks=pytest.mark.slow)])
+@pytest.mark.parametrize("case", ["gpt2", "llama", "namedtuple_input", "dataclass_output",
+                                  "nested_dict_output"])
 def test_cli_lowers_the_saved_program_as_the_exporting_process_did(saved, case, tmp_path):
-    if case not in CASES:
-        saved = _export(tmp_path, case)
     pte, doc = tmp_path / f"{case}.pte", tmp_path / "r.json"
     extra = ["--no-cache"] if case == "dataclass_output" else []  # one real preprocess
     done = _cli(saved, "lower", f"{case}.pt2", "-o", pte, "--check", "--report-json", doc, *extra)

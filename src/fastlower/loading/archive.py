@@ -23,7 +23,7 @@ import os
 import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Dict, Iterator, List, Optional, Tuple
+from typing import Any, Dict, Iterator, List, Optional, Tuple, Union
 
 #: the pytree node type under which torch serializes every namedtuple
 NAMEDTUPLE = "collections.namedtuple"
@@ -53,11 +53,11 @@ class ArchiveContents:
     sample_inputs: Dict[str, bytes] = field(default_factory=dict)  # zip entry -> blob
 
 
-def is_zip(path: os.PathLike) -> bool:
+def is_zip(path: Union[str, os.PathLike]) -> bool:
     return zipfile.is_zipfile(path)
 
 
-def read(path: os.PathLike) -> ArchiveContents:
+def read(path: Union[str, os.PathLike]) -> ArchiveContents:
     """The serialized type names of every tree in the archive, and its example-input blobs."""
     contents = ArchiveContents()
     with zipfile.ZipFile(path) as archive:
@@ -139,7 +139,8 @@ def pickled_globals(blob: bytes) -> List[str]:
     return list(torch.serialization.get_unsafe_globals_in_checkpoint(io.BytesIO(blob)))
 
 
-def copy_without_sample_inputs(path: os.PathLike, folder: os.PathLike) -> Path:
+def copy_without_sample_inputs(path: Union[str, os.PathLike],
+                               folder: Union[str, os.PathLike]) -> Path:
     """A copy of the archive in ``folder`` whose example-input entries are empty (torch
     then loads the program with ``example_inputs=None``)."""
     target = Path(folder) / Path(path).name

@@ -230,19 +230,20 @@ def container(type_name: str, reason: str, contexts: Sequence[Optional[str]]) ->
 def namedtuple(type_name: str, reason: str, n_fields: int) -> type:
     """A namedtuple class of ``n_fields`` positional fields registered under ``type_name``."""
     with _LOCK:
-        cls = _STANDINS.get(type_name)
-        if cls is None:
-            cls = collections.namedtuple(  # type: ignore[misc]
-                _class_name(type_name), [f"field{i}" for i in range(n_fields)])
-            cls.__module__ = __name__
-            cls.type_name = type_name  # type: ignore[attr-defined]
-            cls.reason = reason  # type: ignore[attr-defined]
-            pytree._register_namedtuple(cls, serialized_type_name=type_name)
-            _STANDINS[type_name] = cls
-        elif len(cls._fields) != n_fields:  # type: ignore[attr-defined]
-            raise ValueError(f"namedtuple {type_name} has {len(cls._fields)} fields in one "  # type: ignore[attr-defined]
-                             f"tree and {n_fields} in another")
-        return cls
+        known = _STANDINS.get(type_name)
+        if known is not None:
+            fields = len(getattr(known, "_fields", ()))
+            if fields != n_fields:
+                raise ValueError(f"namedtuple {type_name} has {fields} fields in one tree and "
+                                 f"{n_fields} in another")
+            return known
+        factory: Any = collections.namedtuple  # a class made at run time, named by the file
+        made = factory(_class_name(type_name), [f"field{i}" for i in range(n_fields)])
+        made.__module__ = __name__
+        made.type_name, made.reason = type_name, reason
+        pytree._register_namedtuple(made, serialized_type_name=type_name)
+        _STANDINS[type_name] = made
+        return made
 
 
 def by_name(type_name: str) -> Optional[type]:
