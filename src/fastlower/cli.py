@@ -266,7 +266,8 @@ def cmd_run(args) -> int:
         target, script_args, module = parts[0], parts[1:], True
     else:
         target, script_args, module = args.script[0], args.script[1:], False
-        check_model_file(target)
+        if not Path(target).exists():  # a file, or a folder or zip with __main__.py, as python
+            raise UsageError(f"{target}: no such file")
     for option in ("report_json", "report_html"):
         pattern = getattr(args, option)
         if pattern and not Path(pattern).parent.exists():

@@ -19,7 +19,8 @@ under the profiler:
   any thread) is collected through ``fastlower.report.collecting`` and written
   when the script ends, however it ends: ``--report-json r.json`` writes
   ``r.1.json``, ``r.2.json``, ... in the order the lowerings finished (the
-  number goes before the last suffix: ``out/r`` -> ``out/r.1``).
+  number goes before the last suffix: ``out/r`` -> ``out/r.1``), relative
+  paths in the folder the run started in (whatever folder the script moves to).
 
 This runs in the caller's process and changes it for good (fastlower stays
 installed, as the command needs); it is what ``fastlower run`` calls.
@@ -76,6 +77,7 @@ def run(target: str, args: Sequence[str], *, module: bool = False,
     from .report import collecting
 
     settings = settings or RunSettings()
+    start_folder = Path.cwd()  # report paths are relative to it, whatever the script does
     patch.install()
     with options() as before:  # the process-wide settings, restored afterwards
         pass
@@ -87,7 +89,7 @@ def run(target: str, args: Sequence[str], *, module: bool = False,
                 code = _execute(target, list(args), module)
             finally:
                 made = list(reports)
-                written = _write_reports(made, settings, target)
+                written = _write_reports(made, settings, target, start_folder)
     finally:
         set_options(workers=before.workers, cache_dir=before.cache_dir)
     return RunResult(code, made, written)
@@ -137,7 +139,8 @@ def _exit_code(exc: SystemExit) -> int:
 _OWN_FILES = {os.path.abspath(__file__), os.path.abspath(runpy.__file__)}
 
 
-def _print_script_traceback(kind, value, tb: Optional[TracebackType]) -> None:
+def _print_script_traceback(kind: Optional[type], value: Optional[BaseException],
+                            tb: Optional[TracebackType]) -> None:
     """The traceback python prints: from the script's own frame on, not fastlower's or runpy's."""
     while tb is not None and (os.path.abspath(tb.tb_frame.f_code.co_filename) in _OWN_FILES
                               or tb.tb_frame.f_code.co_filename.startswith("<frozen runpy")):
@@ -145,8 +148,10 @@ def _print_script_traceback(kind, value, tb: Optional[TracebackType]) -> None:
     traceback.print_exception(kind, value, tb, file=sys.stderr)
 
 
-def _write_reports(reports: List["LoweringReport"], settings: RunSettings,
-                   target: str) -> List[Path]:
+def _write_reports(reports: List["LoweringReport"], settings: RunSettings, target: str,
+                   folder: Path) -> List[Path]:
+    """Each report to its numbered file (relative patterns under ``folder``); the paths as
+    the patterns name them."""
     from .report import html
     from .report import json as report_json
 
@@ -155,10 +160,11 @@ def _write_reports(reports: List["LoweringReport"], settings: RunSettings,
     for index, report in enumerate(reports, start=1):
         if settings.report_json:
             path = numbered(settings.report_json, index)
-            report_json.write(report, path)
+            report_json.write(report, folder / path)
             written.append(path)
         if settings.report_html:
             path = numbered(settings.report_html, index)
-            html.write(report, path, title=f"{Path(target).name}, lowering {index} of {total}")
+            html.write(report, folder / path,
+                       title=f"{Path(target).name}, lowering {index} of {total}")
             written.append(path)
     return written
