@@ -89,8 +89,8 @@ def lower_and_expect(partitioner, exc_type, *words):
     with pytest.raises(exc_type) as info:
         fastlower.to_backend(ep, partitioner)
     assert isinstance(info.value, errors.FastlowerError)
-    for word in words:
-        assert word in str(info.value), str(info.value)
+    for word in words:  # the message is the reference's; fastlower's context is in notes
+        assert word in errors.describe(info.value), errors.describe(info.value)
     assert_unchanged(before, ep)
     return info.value
 
@@ -183,7 +183,9 @@ def test_unknown_backend_id():
     with pytest.raises(errors.BackendNotFoundError) as info:
         fastlower.to_backend(ep, part)
     assert isinstance(info.value, NotImplementedError)
-    assert "NoSuchBackend" in str(info.value) and "BackendWithCompilerDemo" in str(info.value)
+    assert str(info.value) == "Backend NoSuchBackend was not found."
+    assert "BackendWithCompilerDemo" in errors.describe(info.value)
+    assert "BackendWithCompilerDemo" in info.value.known
     assert_unchanged(before, ep)
 
 
@@ -233,5 +235,49 @@ def test_owned_buffer_update_read_outside_the_delegate():
         fastlower.to_backend(ep, TagPartitioner(rule))
     assert isinstance(info.value, RuntimeError)
     for word in ("t0", "aten_relu_default", "owned-buffer-update-read-outside"):
-        assert word in str(info.value), str(info.value)
+        assert word in errors.describe(info.value), errors.describe(info.value)
     assert_unchanged(before, ep)
+
+
+def test_message_is_the_references_and_context_is_in_notes_and_attributes():
+    err = errors.CyclicPartitionError("tag0", ["a", "b", "c"])
+    assert str(err) == "Invalid partition, found dependency cycles"
+    assert err.args == ("Invalid partition, found dependency cycles",)
+    assert (err.rule, err.node, err.tag, err.path) == ("partition-not-convex", "a", "tag0",
+                                                       ["a", "b", "c"])
+    assert err.__notes__ == ["fastlower: [partition-not-convex] node 'a', tag 'tag0': fusing "
+                             "this tag's nodes into one delegate would create a dependency cycle "
+                             "along the path a -> b -> c (the path leaves the partition and "
+                             "re-enters it)"]
+    assert errors.describe(err).startswith("Invalid partition, found dependency cycles (fastlower: [")
+
+
+def test_contract_errors_pickle_with_their_notes_and_attributes():
+    import pickle
+
+    for err in (errors.SharedConstantError("b_k", "tag0", "add", "tag1", no_copy=True),
+                errors.BackendNotFoundError("Nope", ["A", "B"]),
+                errors.MethodWithoutProgramError("decode", ["forward"])):
+        back = pickle.loads(pickle.dumps(err))
+        assert type(back) is type(err) and back.args == err.args
+        assert back.__notes__ == err.__notes__ and back.__dict__ == err.__dict__
+
+
+def test_backend_error_keeps_the_backends_text_args_attributes_and_notes():
+    import fastlower.preprocess as pp
+
+    class QuantError(ValueError):
+        def __init__(self, message, code):
+            super().__init__(message, code)
+            self.code = code
+
+    original = QuantError("Invalid zero point 300", 7)
+    original.add_note("backend's own note")
+    err = pp.failures.backend_error(original, "tag3", "XnnpackBackend", "forward")
+    assert isinstance(err, QuantError) and isinstance(err, pp.PreprocessError)
+    assert str(err) == str(original) and err.args == original.args and err.code == 7
+    assert err.__notes__ == ["backend's own note", "fastlower: preprocess of partition 'tag3' "
+                             "of method 'forward' by backend XnnpackBackend"]
+    assert original.__notes__ == ["backend's own note"]  # the original is left as it was
+    assert (err.tag, err.method, err.backend_id, err.original) == (
+        "tag3", "forward", "XnnpackBackend", original)

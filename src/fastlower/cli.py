@@ -469,14 +469,15 @@ def main(argv: Optional[List[str]] = None) -> int:
             sys.stderr.write(f"fastlower {args.command}: error: {exc}\n")
             return EXIT_USAGE
         except Exception as exc:
-            from .errors import FastlowerError
+            from .errors import FastlowerError, describe
 
             if not isinstance(exc, FastlowerError):
                 raise  # a bug, not bad input: the traceback helps
             if args.debug:
                 traceback.print_exc()
+            # the reference's message, then fastlower's notes (rule, node, tag)
             sys.stderr.write(f"fastlower {args.command}: lowering failed: "
-                             f"{type(exc).__name__}: {_first_line(exc)}\n")
+                             f"{type(exc).__name__}: {describe(exc)}\n")
             return EXIT_FAILED
         except KeyboardInterrupt:
             sys.stderr.write("fastlower: interrupted\n")

@@ -98,6 +98,7 @@ ANCHORS: dict[str, str] = {
     "test_reference_suite.py": "EXIR_BACKEND_SUITE",
     "test_xnnpack_subset.py": "XNNPACK_SUBSET",
     "test_export_recipes.py": "EXPORT_RECIPES",
+    "test_xnnpack_ops.py": "XNNPACK_OPS",
 }
 
 
@@ -305,6 +306,13 @@ def pytest_pycollect_makemodule(module_path: Path, parent):
     return anchor
 
 
+def _suite_of(item: pytest.Item) -> str:
+    node = item
+    while node is not None and not isinstance(node, SuiteAnchor):
+        node = node.parent
+    return node.suite_attr if node is not None else ""
+
+
 def shipped_key(item: pytest.Item) -> str | None:
     """'executorch.x.y.test_mod::Class::test' for shipped tests, else None."""
     node = item
@@ -325,7 +333,8 @@ def pytest_collection_modifyitems(session, config, items):
             selected.append(item)
             continue
         modname, _, rest = key.partition("::")
-        wanted = only.get(modname)
+        slow_suite = getattr(suites, "SLOW_SUITES", {}).get(_suite_of(item))
+        wanted = None if slow_suite else only.get(modname)
         if wanted is not None and not any(rest == w or rest.startswith(w + "::") for w in wanted):
             deselected.append(item)
             continue
@@ -333,7 +342,7 @@ def pytest_collection_modifyitems(session, config, items):
         mark = _known_failure_mark(key)
         if mark is not None:
             item.add_marker(mark)
-        slow_reason = reference_failures.SLOW.get(key)
+        slow_reason = slow_suite or reference_failures.SLOW.get(key)
         if slow_reason:
             item.add_marker(pytest.mark.slow(reason=slow_reason))
         selected.append(item)

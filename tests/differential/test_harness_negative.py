@@ -294,13 +294,20 @@ def test_error_comparison_can_fail():
         H.assert_same_error(ref, H.LoweringError(ref.type, ref.message + "!", ref.inputs_after, ref.inputs_before), exact=True)
     with pytest.raises(AssertionError, match="exception type differs"):
         H.assert_same_error(ref, H.LoweringError(RuntimeError, ref.message, ref.inputs_after, ref.inputs_before), exact=True)
-    # compatible mode: subclass + superset message accepted, others not
+    # compatible mode: a subclass with the reference's very message accepted, others not
     sub = type("Sub", (ref.type,), {})
-    H.assert_same_error(ref, H.LoweringError(sub, "[x] " + ref.message + " (hint)", ref.inputs_after, ref.inputs_before), exact=False)
+    H.assert_same_error(ref, H.LoweringError(sub, ref.message, ref.inputs_after, ref.inputs_before), exact=False)
     with pytest.raises(AssertionError, match="not a subclass"):
         H.assert_same_error(ref, H.LoweringError(RuntimeError, ref.message, ref.inputs_after, ref.inputs_before), exact=False)
-    with pytest.raises(AssertionError, match="does not contain"):
+    with pytest.raises(AssertionError, match="is not the reference's"):
         H.assert_same_error(ref, H.LoweringError(ref.type, "other", ref.inputs_after, ref.inputs_before), exact=False)
+    # fastlower's context belongs in notes: a message with more than the reference's fails
+    with pytest.raises(AssertionError, match="is not the reference's"):
+        H.assert_same_error(ref, H.LoweringError(sub, "[x] " + ref.message + " (hint)", ref.inputs_after, ref.inputs_before), exact=False)
+    # prefix: the reference's deterministic start, which the message must begin with
+    H.assert_same_error(ref, H.LoweringError(sub, ref.message + " (the rest)", ref.inputs_after, ref.inputs_before), exact=False, prefix=True)
+    with pytest.raises(AssertionError, match="is not the reference's"):
+        H.assert_same_error(ref, H.LoweringError(sub, "[x] " + ref.message, ref.inputs_after, ref.inputs_before), exact=False, prefix=True)
     # compatible mode also requires the input program to be left unchanged
     changed = {name: ("changed",) for name in ref.inputs_before}
     with pytest.raises(AssertionError, match="input program state"):

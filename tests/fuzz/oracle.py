@@ -286,7 +286,7 @@ def classify(case: Case, built: BuiltProgram, ref: Run, got: Run,
         rmsg = H.normalize_message(str(ref.error))
         gmsg = H.normalize_message(str(got.error))
         if isinstance(got.error, type(ref.error)):
-            if rmsg in gmsg:
+            if rmsg == gmsg:
                 return Verdict(Outcome.SAME_ERROR, f"{type(ref.error).__name__}")
             return Verdict(Outcome.SAME_ERROR_CLASS, f"reference {rmsg[:200]!r}; fastlower "
                                                      f"{type(got.error).__name__}: {gmsg[:200]!r}")

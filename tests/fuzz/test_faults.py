@@ -128,7 +128,7 @@ def _check_fault(program, make_partitioner, path, arm, tmp_path, monkeypatch) ->
     for key, value in data_before.items():
         assert ep.state_dict[key].equal(value), f"state_dict[{key!r}] changed"
     assert isinstance(got_error, type(ref_error)), (type(ref_error), type(got_error))
-    assert str(ref_error) in str(got_error)
+    assert str(ref_error) == str(got_error) and got_error.args == ref_error.args
     assert _child_pids() == children, "a child process was left behind"
     assert sorted(os.listdir(tmp_path)) == [], "a file was left behind"
     return got_error

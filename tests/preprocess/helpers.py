@@ -205,12 +205,17 @@ def assert_unchanged(program: ExportedProgram, before: tuple) -> None:
 
 
 def child_processes() -> List[psutil.Process]:
-    """This process's live descendants (zombies excluded)."""
+    """This process's live descendants (zombies excluded), but resource trackers: the one
+    process each of ``multiprocessing`` and loky starts once, at the first spawned worker,
+    to clean up after workers, and which exits with this process."""
     found = []
     for proc in psutil.Process().children(recursive=True):
         try:
-            if proc.status() != psutil.STATUS_ZOMBIE:
-                found.append(proc)
+            if proc.status() == psutil.STATUS_ZOMBIE:
+                continue
+            if any("resource_tracker" in part for part in proc.cmdline()):
+                continue
+            found.append(proc)
         except psutil.NoSuchProcess:
             continue
     return found
@@ -221,3 +226,18 @@ def new_children(before: List[psutil.Process]) -> List[psutil.Process]:
     cluster or multiprocessing's resource tracker, may already be running)."""
     known = {p.pid for p in before}
     return [p for p in child_processes() if p.pid not in known]
+
+
+@final
+class PreprocessTestWarmUpBackend(BackendDetails):
+    """Fills a per-process cache on its first ``preprocess`` (as XNNPACK traces its pattern
+    graphs on first use) and says, in its bytes, where it ran and whether the cache was
+    already warm there: ``b"<pid>:<warm>"``."""
+
+    warm = False
+
+    @staticmethod
+    def preprocess(edge_program, compile_specs) -> PreprocessResult:
+        cls = PreprocessTestWarmUpBackend
+        was_warm, cls.warm = cls.warm, True
+        return PreprocessResult(processed_bytes=f"{os.getpid()}:{was_warm}".encode())

@@ -101,8 +101,17 @@ def test_backend_with_own_preprocess_multimethod_stays_serial():
 
 
 def test_progress_bar_when_asked(capsys):
+    import threading
+
+    import tqdm
+
+    interval = tqdm.tqdm.monitor_interval
+    monitors = [t for t in threading.enumerate() if type(t).__name__ == "TMonitor"]
     _lower(2, progress=True)
     assert "preprocess" in capsys.readouterr().err
+    # fastlower's bar has no monitor thread, and every other bar keeps tqdm's setting
+    assert tqdm.tqdm.monitor_interval == interval
+    assert [t for t in threading.enumerate() if type(t).__name__ == "TMonitor"] == monitors
     _lower(2, progress=False)
     assert capsys.readouterr().err == ""
 
@@ -172,3 +181,26 @@ def test_options_block_is_per_thread():
         leave.set()
         thread.join()
     assert seen == {"main": 2, "other": 5}
+
+
+def test_workers_inherit_a_backends_warm_caches():
+    """The first partition of a backend new to this process runs here, before the fork:
+    every worker inherits what that first preprocess filled (issue 17: without it each
+    worker traced XNNPACK's pattern graphs again for its first partition)."""
+    from .helpers import PreprocessTestWarmUpBackend, delegates
+
+    assert not PreprocessTestWarmUpBackend.warm
+    with pp.options(workers=2):
+        lowered = fastlower.to_backend(edge_blocks(5), LinearPartitioner(PreprocessTestWarmUpBackend))
+    ran = [bytes(d[2]).decode().split(":") for d in delegates(lowered)]
+    assert len(ran) == 5
+    here = [warm for pid, warm in ran if int(pid) == os.getpid()]
+    in_workers = [warm for pid, warm in ran if int(pid) != os.getpid()]
+    assert here == ["False"], ran  # the primer: the only cold call
+    assert in_workers == ["True"] * 4, ran
+    assert fastlower.last_report().preprocess_runner == "fork pool, 2 workers"
+    # a later lowering in this process forks at once: every partition in a warm worker
+    with pp.options(workers=2):
+        lowered = fastlower.to_backend(edge_blocks(3), LinearPartitioner(PreprocessTestWarmUpBackend))
+    ran = [bytes(d[2]).decode().split(":") for d in delegates(lowered)]
+    assert all(int(pid) != os.getpid() and warm == "True" for pid, warm in ran), ran

@@ -1,11 +1,13 @@
 """How preprocess failures reach the caller: typed, naming the partition and backend.
 
-A backend's own exception keeps its class: the caller gets an instance of a
-subclass of *both* the backend's exception class and :class:`PreprocessError`,
-so ``except ValueError`` (or whatever the backend raised) still catches it,
-``except fastlower.FastlowerError`` does too, and the message starts with the
-backend's own message followed by the partition's tag, method and backend.
-The original exception is the new one's ``__cause__``.
+A backend's own exception keeps its class and its message: the caller gets an
+instance of a subclass of *both* the backend's exception class and
+:class:`PreprocessError`, so ``except ValueError`` (or whatever the backend
+raised) still catches it, ``except fastlower.FastlowerError`` does too, and
+``str(exc)`` / ``exc.args`` are exactly the backend's (code and tests that match
+the backend's text keep working). The partition's tag, method and backend are
+typed attributes and a PEP 678 note (``exc.__notes__``, printed with the
+traceback). The original exception is the new one's ``__cause__``.
 """
 
 from __future__ import annotations
@@ -29,11 +31,6 @@ class PreprocessError(FastlowerError):
     backend_id: str = ""
     method: str = ""
     original: Optional[BaseException] = None
-    where: str = ""
-
-    def __str__(self) -> str:
-        base = str(self.original) if self.original is not None else super().__str__()
-        return f"{base} [{self.where}]" if self.where else base
 
 
 class WorkerDiedError(FastlowerError, RuntimeError):
@@ -53,7 +50,6 @@ def _subclass_for(cls: type) -> type:
     if sub is None:
         sub = type(cls.__name__, (cls, PreprocessError), {
             "__module__": cls.__module__, "__qualname__": cls.__qualname__,
-            "__str__": PreprocessError.__str__,
             "__doc__": f"{cls.__qualname__} raised by a backend's preprocess (fastlower)."})
         _SUBCLASSES[cls] = sub
     return sub
@@ -63,8 +59,10 @@ def backend_error(exc: BaseException, tag: str, backend_id: str, method: str) ->
     """The exception to raise for ``exc`` raised by ``backend_id``'s ``preprocess`` of ``tag``.
 
     ``KeyboardInterrupt`` and other non-``Exception`` errors pass through as they are.
-    If the backend's class cannot be subclassed (or instantiated without its
-    ``__init__``), the original is returned with a note naming the partition.
+    The new exception has the original's ``args``, attributes and notes, so its
+    ``str()`` is the backend's; the partition is named in one more note. If the
+    backend's class cannot be subclassed (or instantiated without its
+    ``__init__``), the original is returned with that note.
     """
     where = f"fastlower: preprocess of partition '{tag}' of method '{method}' by backend {backend_id}"
     if not isinstance(exc, Exception) or isinstance(exc, PreprocessError):
@@ -77,8 +75,10 @@ def backend_error(exc: BaseException, tag: str, backend_id: str, method: str) ->
     except Exception:  # final classes, exotic layouts: keep the original, add a note
         exc.add_note(where)
         return exc
-    new.tag, new.backend_id, new.method, new.original, new.where = (
-        tag, backend_id, method, exc, where)
+    # the original's notes, in a list of the new exception's own
+    new.__notes__ = list(getattr(exc, "__notes__", ()))
+    new.add_note(where)
+    new.tag, new.backend_id, new.method, new.original = tag, backend_id, method, exc
     new.__cause__ = exc
     new.__traceback__ = exc.__traceback__
     return new

@@ -31,6 +31,11 @@
   it differs between two exports of the same model);
 * object addresses (``0x...``) inside the ``repr`` of meta values of types
   the canonical form does not know (such values are keyed by type and ``repr``);
+* the ``id()`` of a Python module that ``torch.export`` (non-strict) uses as the
+  key of each ``nn_module_stack`` entry (``'140665498839760': ('layers.0', ...)``):
+  it differs in every process. Each such key is replaced by its ordinal of first
+  appearance in the program, so which nodes share a module instance stays in the
+  key while the address does not; the entry's path and module type stay as they are;
 * anything outside the partition program: environment variables, files the
   backend reads, libraries other than torch/executorch/fastlower and the
   backend's own package (a backend in ``mypkg/`` that depends on ``otherpkg``
@@ -62,6 +67,8 @@ ENTRY_FORMAT = 1
 TensorDigests = Dict[int, Tuple[torch.Tensor, str]]
 _ADDRESS = re.compile(r" at 0x[0-9a-fA-F]+|0x[0-9a-fA-F]{6,}")
 _SKIPPED_META = frozenset({"from_node", "seq_nr"})
+# torch.export (non-strict) keys nn_module_stack entries by id() of the module object
+_OBJECT_ID = re.compile(r"\d{6,}")
 
 
 @functools.lru_cache(maxsize=None)
@@ -119,6 +126,8 @@ class Canonical:
         self.hasher = xxhash.xxh3_128()
         # by id(); each entry holds its tensor so the id stays unique while memoized
         self.tensor_digests: TensorDigests = tensor_digests if tensor_digests is not None else {}
+        # nn_module_stack keys that are object ids -> their ordinal in this program
+        self.module_ids: Dict[str, int] = {}
 
     def write(self, text: str) -> None:
         self.hasher.update(text.encode("utf-8", "surrogatepass"))
@@ -189,7 +198,9 @@ class Canonical:
             self.write(f"{node.op}|{node.name}|{target}|{self.value(node.args)}|"
                        f"{self.value(node.kwargs)}")
             for key in sorted(node.meta):
-                if key not in _SKIPPED_META:
+                if key == "nn_module_stack":
+                    self.write(f"meta:{key}={self.module_stack(node.meta[key])}")
+                elif key not in _SKIPPED_META:
                     self.write(f"meta:{key}={self.meta_value(node.meta[key])}")
             if node.op == "get_attr":
                 self.attribute(gm, node.target)
@@ -204,6 +215,17 @@ class Canonical:
             return "{" + ",".join(f"{self.value(k)}:{self.meta_value(x)}"
                                   for k, x in v.items()) + "}"
         return self.value(v)
+
+    def module_stack(self, stack: Any) -> str:
+        """``nn_module_stack`` with object-id keys replaced by their ordinal (see above)."""
+        if not isinstance(stack, dict):
+            return self.meta_value(stack)
+        entries = []
+        for key, value in stack.items():
+            if isinstance(key, str) and _OBJECT_ID.fullmatch(key):
+                key = f"module#{self.module_ids.setdefault(key, len(self.module_ids))}"
+            entries.append(f"{self.value(key)}:{self.meta_value(value)}")
+        return "{" + ",".join(entries) + "}"
 
     def attribute(self, gm: torch.fx.GraphModule, target: str) -> None:
         obj: Any = gm

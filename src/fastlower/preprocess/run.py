@@ -10,28 +10,69 @@ were computed in, so the lowered program is assembled exactly as before.
 Backends that override ``preprocess_multimethod`` may share state between
 their partitions: their jobs run serially, in order, in this process, and
 are neither cached nor sent to workers.
+
+Before the first fork pool of a backend in this process, one of its partitions
+runs here (:func:`prime`): a backend's first ``preprocess`` in a process fills
+caches that later calls reuse (XNNPACK traces its SDPA and bilinear pattern
+graphs with ``torch.export``, ~10 s each, on first use), and forked workers
+inherit them instead of each filling its own. Without it every worker's first
+partition paid that again, for every lowering, and two workers saved little.
 """
 
 from __future__ import annotations
 
+import threading
 import time
 import warnings
-from typing import Dict, List, Optional, Sequence
+from typing import Callable, Dict, List, Optional, Sequence, Set
 
 from executorch.exir.backend.backend_details import PreprocessResult
 
 from .cache import CacheWarning, PreprocessCache, same_result
-from .executors import EarliestFailure, choose_runner, run_fork_pool, run_on_executor, run_serial
+from .executors import (
+    EarliestFailure, choose_runner, run_fork_pool, run_on_executor, run_serial, run_spawn_pool,
+)
 from .failures import CacheVerificationError
-from .jobs import PreprocessJob
+from .jobs import PreprocessJob, call_preprocess
 from .keys import TensorDigests, cache_key
-from .settings import ResolvedOptions, resolve
 from .progress import partition_bar
+from .settings import ResolvedOptions, resolve
+
+
+# backend classes that have preprocessed a partition in this process (see prime())
+_PRIMED: Set[type] = set()
+_PRIMED_LOCK = threading.Lock()
+
+
+def prime(jobs: Sequence[PreprocessJob], done: Callable[[PreprocessJob, PreprocessResult, float],
+                                                        None],
+          failure: EarliestFailure) -> List[PreprocessJob]:
+    """Run, here, the first job of each backend that has not preprocessed in this process
+    yet; the jobs left for the workers.
+
+    A primer's failure is recorded like any other; the jobs after it are then not
+    needed (the earliest failure is raised), the ones before it still run.
+    """
+    with _PRIMED_LOCK:
+        primers = {}
+        for job in jobs:
+            if job.backend not in _PRIMED and job.backend not in primers:
+                primers[job.backend] = job
+        _PRIMED.update(primers)
+    for job in primers.values():
+        try:
+            result, seconds = call_preprocess(job)
+        except Exception as exc:
+            failure.record(job, exc)
+            continue
+        done(job, result, seconds)
+    chosen = {id(job) for job in primers.values()}
+    return [j for j in jobs if id(j) not in chosen and failure.still_needed(j)]
 
 
 def _runner_label(runner: str, opts: ResolvedOptions, parallel: int) -> str:
-    if runner == "fork":
-        return f"fork pool, {min(opts.workers, parallel)} workers"
+    if runner in ("fork", "spawn"):
+        return f"{runner} pool, {min(opts.workers, parallel)} workers"
     if runner == "executor":
         return f"executor {type(opts.executor).__name__}"
     return "serial"
@@ -90,7 +131,7 @@ def preprocess_partitions(jobs: Sequence[PreprocessJob], report) -> List[Preproc
 
         parallel = [j for j in to_run if j.parallel_ok]
         serial = [j for j in to_run if not j.parallel_ok]
-        runner = choose_runner(opts.workers, opts.executor, len(parallel))
+        runner = choose_runner(opts.workers, opts.executor, parallel, opts.start_method)
         report.preprocess_runner = _runner_label(runner, opts, len(parallel))
         with partition_bar(len(jobs), opts.progress) as bar:
             for index in cached:
@@ -102,7 +143,14 @@ def preprocess_partitions(jobs: Sequence[PreprocessJob], report) -> List[Preproc
             failure = EarliestFailure()
             try:
                 if runner == "fork":
-                    run_fork_pool(parallel, opts.workers, done, failure)
+                    rest = prime(parallel, done, failure)
+                    if len(rest) > 1:
+                        run_fork_pool(rest, opts.workers, done, failure)
+                    else:
+                        run_serial(rest, done, failure)
+                elif runner == "spawn":
+                    # spawned workers inherit nothing: priming here would not help them
+                    run_spawn_pool(parallel, opts.workers, done, failure)
                 elif runner == "executor":
                     run_on_executor(parallel, opts.executor, done, failure)
                 else:

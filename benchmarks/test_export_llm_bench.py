@@ -1,0 +1,93 @@
+"""ExecuTorch's own LLM export pipeline, reference and fastlower, each run its own process.
+
+``python -m executorch.extension.llm.export.export_llm`` (torchao ``8da4w`` or no
+quantization, KV cache, custom SDPA, dynamic shapes, XNNPACK's two partitioners in
+turn, ``to_executorch()``) with deterministic weights (``tests/pipeline/export_llm.py``).
+Per config, in one session, in this order:
+
+* ``reference``: plain ``python`` (ExecuTorch's code);
+* ``serial``:    ``fastlower run --workers 1 --no-cache``;
+* ``cold``:      ``fastlower run --workers 2`` with an empty cache folder;
+* ``warm``:      the same command again, a new process, the cache ``cold`` filled.
+
+Each reports the whole process's wall time, the lowering window
+(``to_edge_transform_and_lower`` + ``to_executorch``), ``to_backend``'s time (both
+partitioners), cache hits/misses, and the ``.pte``'s digest, which must equal the
+reference's in every run. Configs: ``FASTLOWER_BENCH_LLM_CONFIGS`` (default
+``stories15m-8da4w,stories15m-fp32,stories110m-8da4w``); results JSON:
+``FASTLOWER_BENCH_LLM_JSON`` (default ``benchmarks/export_llm_results.json``); the
+table in ``benchmarks/README.md`` is made from it by ``report_export_llm.py``.
+Run (quiet 2-core machine, ~40 min):
+``.venv/bin/python -m pytest benchmarks/test_export_llm_bench.py -s -p no:cacheprovider``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent))
+
+from tests.pipeline.export_llm import CONFIGS, ExportRun, run_export  # noqa: E402
+
+NAMES = os.environ.get("FASTLOWER_BENCH_LLM_CONFIGS",
+                       "stories15m-8da4w,stories15m-fp32,stories110m-8da4w").split(",")
+RUNS = ("reference", "serial", "cold", "warm")
+JSON_OUT = Path(os.environ.get("FASTLOWER_BENCH_LLM_JSON", HERE / "export_llm_results.json"))
+_RESULTS: dict = {}
+
+
+def _all_configs():
+    configs = dict(CONFIGS)
+    for name in list(configs):  # every size also without quantization
+        fp32 = configs[name].with_qmode(None)
+        configs[fp32.name] = fp32
+    return configs
+
+
+@pytest.fixture(scope="module")
+def work(tmp_path_factory):
+    return tmp_path_factory.mktemp("export_llm")
+
+
+def _run(kind: str, config, work: Path) -> ExportRun:
+    cache = work / f"cache-{config.name}"
+    if kind == "reference":
+        return run_export("reference", config, work)
+    if kind == "serial":
+        return run_export("fastlower", config, work, workers=1)
+    return run_export("fastlower", config, work, workers=2, cache_dir=cache)
+
+
+@pytest.mark.parametrize("kind", RUNS)
+@pytest.mark.parametrize("name", NAMES)
+def test_export_llm(benchmark, name, kind, work):
+    config = _all_configs()[name]
+    runs = _RESULTS.setdefault(name, {})
+    holder = {}
+    benchmark.pedantic(lambda: holder.setdefault("run", _run(kind, config, work)),
+                       rounds=1, iterations=1)
+    run: ExportRun = holder["run"]
+    assert run.ok, run.log
+    runs[kind] = run
+    benchmark.extra_info.update({k: v for k, v in dataclasses.asdict(run).items() if k != "log"})
+    print(f"\n{name} {kind}: process {run.process_seconds:.1f}s window {run.window_seconds:.1f}s "
+          f"to_backend {run.to_backend_seconds:.1f}s hits {run.cache_hits} misses "
+          f"{run.cache_misses} pte {run.pte_sha256[:12]}")
+    if kind != "reference":
+        reference = runs.get("reference")
+        assert reference is not None, "run the reference first (same session)"
+        assert run.pte_sha256 == reference.pte_sha256, f"{name} {kind}: .pte differs"
+        benchmark.extra_info["window_ratio"] = reference.window_seconds / run.window_seconds
+        benchmark.extra_info["process_ratio"] = reference.process_seconds / run.process_seconds
+    if kind == "warm":
+        assert run.cache_misses == 0 or run.to_backend_seconds == 0, run
+    JSON_OUT.write_text(json.dumps(
+        {n: {k: {f: v for f, v in dataclasses.asdict(r).items() if f != "log"}
+             for k, r in rs.items()} for n, rs in _RESULTS.items()}, indent=1))

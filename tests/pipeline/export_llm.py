@@ -1,0 +1,180 @@
+"""ExecuTorch's own LLM export (``executorch.extension.llm.export.export_llm``), as users run it.
+
+Each run is a fresh process running the unchanged pipeline: torchao quantization
+(``8da4w`` or none), KV cache, the custom SDPA op, dynamic shapes, then
+``to_edge_transform_and_lower`` with XNNPACK's two partitioners in turn, then
+``to_executorch()``. The reference is ``python -m tests.pipeline.timed ...``;
+fastlower is ``fastlower run -m tests.pipeline.timed ...`` (the user's zero-code
+path). Both write the same timings (see ``timed.py``).
+
+Weights are deterministic: with no checkpoint the pipeline builds the model on
+``meta`` and resets only modules with ``reset_parameters``, so RMSNorm weights and
+the RoPE tables would be uninitialised memory and two reference runs would give
+different ``.pte`` files. :func:`model_files` saves a checkpoint of a seeded model.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Dict, List, Optional
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@dataclasses.dataclass(frozen=True)
+class LlmConfig:
+    """A model size and quantization mode for ``export_llm``."""
+
+    name: str
+    dim: int
+    n_layers: int
+    n_heads: int
+    vocab_size: int
+    hidden_dim: Optional[int] = None
+    qmode: Optional[str] = "8da4w"
+    group_size: int = 32
+    max_seq_length: int = 128
+
+    def params(self) -> Dict[str, object]:
+        params: Dict[str, object] = {"dim": self.dim, "n_layers": self.n_layers,
+                                     "n_heads": self.n_heads, "vocab_size": self.vocab_size,
+                                     "multiple_of": 32, "norm_eps": 1e-5}
+        if self.hidden_dim is not None:
+            params["hidden_dim"] = self.hidden_dim
+        return params
+
+    @property
+    def weights_name(self) -> str:
+        """A folder name for the weights: the model's size only. The pipeline reads
+        "int8" or "8da4w" anywhere in the checkpoint's path as "pre-quantized", so the
+        quantization mode must not appear in it."""
+        return (f"d{self.dim}-l{self.n_layers}-h{self.n_heads}-v{self.vocab_size}"
+                f"-f{self.hidden_dim}-s{self.max_seq_length}")
+
+    def with_qmode(self, qmode: Optional[str]) -> "LlmConfig":
+        suffix = qmode or "fp32"
+        return dataclasses.replace(self, qmode=qmode,
+                                   name=f"{self.name.rsplit('-', 1)[0]}-{suffix}")
+
+
+# a tiny model for the default test run; stories15M and stories110M sizes for benchmarks
+TINY = LlmConfig("tiny-8da4w", dim=64, n_layers=2, n_heads=4, vocab_size=256, hidden_dim=128,
+                 max_seq_length=32)
+STORIES15M = LlmConfig("stories15m-8da4w", dim=288, n_layers=6, n_heads=6, vocab_size=32000,
+                       hidden_dim=768)
+STORIES110M = LlmConfig("stories110m-8da4w", dim=768, n_layers=12, n_heads=12,
+                        vocab_size=32000, hidden_dim=2048)
+CONFIGS = {c.name: c for c in (TINY, STORIES15M, STORIES110M)}
+
+
+def model_files(config: LlmConfig, folder: Path, seed: int = 0) -> Dict[str, Path]:
+    """``params.json`` and a checkpoint of a seeded model (every weight and buffer set)."""
+    import torch
+    from executorch.examples.models.llama.llama_transformer import construct_transformer
+    from executorch.examples.models.llama.model_args import ModelArgs
+
+    folder.mkdir(parents=True, exist_ok=True)
+    params = folder / "params.json"
+    checkpoint = folder / "weights.pth"
+    if "int8" in str(checkpoint) or "8da4w" in str(checkpoint):
+        raise ValueError(f"{checkpoint}: the pipeline reads 'int8'/'8da4w' in a checkpoint's "
+                         "path as a pre-quantized checkpoint")
+    if not (params.exists() and checkpoint.exists()):
+        params.write_text(json.dumps(config.params()))
+        torch.manual_seed(seed)
+        model = construct_transformer(ModelArgs(**config.params(), max_seq_len=config.max_seq_length,
+                                                max_context_len=config.max_seq_length))
+        with torch.no_grad():  # RMSNorm weights are ones by default: make them distinct too
+            for name, tensor in model.state_dict().items():
+                if name.endswith("norm.weight"):
+                    tensor.uniform_(0.5, 1.5)
+        torch.save(model.state_dict(), checkpoint)
+    return {"params": params, "checkpoint": checkpoint}
+
+
+def export_args(config: LlmConfig, files: Dict[str, Path], out_dir: Path) -> List[str]:
+    """The ``export_llm`` command line of the issue (stories110m-style model, XNNPACK)."""
+    args = ["base.model_class=stories110m", f"base.params={files['params']}",
+            f"base.checkpoint={files['checkpoint']}", "model.use_kv_cache=True",
+            "model.use_sdpa_with_kv_cache=True", "model.enable_dynamic_shape=True",
+            "backend.xnnpack.enabled=True", "backend.xnnpack.extended_ops=True",
+            f"export.max_seq_length={config.max_seq_length}",
+            f"export.max_context_length={config.max_seq_length}",
+            f"export.output_dir={out_dir}", "export.output_name=model.pte"]
+    if config.qmode:
+        args += [f"quantization.qmode={config.qmode}",
+                 f"quantization.group_size={config.group_size}"]
+    return args
+
+
+@dataclasses.dataclass
+class ExportRun:
+    """One export in its own process."""
+
+    impl: str
+    config: str
+    returncode: int
+    process_seconds: float
+    window_seconds: float  # to_edge_transform_and_lower + to_executorch
+    to_backend_seconds: float
+    etl_seconds: float
+    to_executorch_seconds: float
+    cache_hits: int
+    cache_misses: int
+    pte_sha256: str
+    pte_bytes: int
+    log: str
+
+    @property
+    def ok(self) -> bool:
+        return self.returncode == 0 and bool(self.pte_sha256)
+
+
+def run_export(impl: str, config: LlmConfig, work: Path, *, cache_dir: Optional[Path] = None,
+               workers: Optional[int] = None, extra_env: Optional[Dict[str, str]] = None,
+               timeout: float = 3600) -> ExportRun:
+    """Export ``config`` in a fresh process with ``impl`` ("reference" or "fastlower")."""
+    files = model_files(config, work / "model" / config.weights_name)
+    out_dir = work / f"out-{impl}-{time.monotonic_ns()}"
+    out_dir.mkdir(parents=True)
+    timings = out_dir / "timings.json"
+    target = ["-m", "tests.pipeline.timed", str(timings), "-m",
+              "executorch.extension.llm.export.export_llm", *export_args(config, files, out_dir)]
+    env = dict(os.environ, PYTHONPATH=str(ROOT), **(extra_env or {}))
+    env.pop("FASTLOWER_CACHE_DIR", None)
+    if impl == "reference":
+        cmd = [sys.executable, *target]
+    elif impl == "fastlower":  # the user's zero-code path
+        cmd = [sys.executable, "-m", "fastlower", "run"]
+        if workers is not None:
+            cmd += ["--workers", str(workers)]
+        if cache_dir is None:
+            cmd += ["--no-cache"]
+        else:
+            env["FASTLOWER_CACHE_DIR"] = str(cache_dir)
+        cmd += target
+    else:
+        raise ValueError(impl)
+    start = time.perf_counter()
+    proc = subprocess.run(cmd, cwd=out_dir, env=env, capture_output=True, text=True,
+                          timeout=timeout)
+    seconds = time.perf_counter() - start
+    times = json.loads(timings.read_text()) if timings.exists() else {}
+    pte = out_dir / "model.pte"
+    data = pte.read_bytes() if pte.exists() else b""
+    etl = sum(times.get("to_edge_transform_and_lower", []))
+    to_et = sum(times.get("to_executorch", []))
+    return ExportRun(
+        impl=impl, config=config.name, returncode=proc.returncode, process_seconds=seconds,
+        window_seconds=etl + to_et, to_backend_seconds=sum(times.get("to_backend", [])),
+        etl_seconds=etl, to_executorch_seconds=to_et,
+        cache_hits=times.get("cache_hits", 0), cache_misses=times.get("cache_misses", 0),
+        pte_sha256=hashlib.sha256(data).hexdigest() if data else "", pte_bytes=len(data),
+        log=(proc.stdout[-4000:] + "\n" + proc.stderr[-8000:]))

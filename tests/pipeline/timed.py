@@ -1,0 +1,79 @@
+"""Run a module or script as ``python -m`` / ``python`` would, timing what the user waits for.
+
+``python -m tests.pipeline.timed OUT.json -m MODULE ARGS...`` (or ``OUT.json SCRIPT ARGS...``)
+wraps, before the target is imported, ExecuTorch's ``to_edge_transform_and_lower``,
+``EdgeProgramManager.to_executorch`` and the ``to_backend`` that
+``to_edge_transform_and_lower`` calls, with timers, runs the target, and writes
+the times (and, when fastlower did the lowering, its cache hits) to ``OUT.json``.
+Whatever implementation is bound when the wrappers are made is the one timed, so
+the same runner times the reference (plain ``python``) and fastlower (``fastlower
+run -m tests.pipeline.timed ...``, which installs fastlower first).
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import runpy
+import sys
+import time
+from typing import Any, Callable, Dict, List
+
+TIMES: Dict[str, Any] = {"to_edge_transform_and_lower": [], "to_executorch": [], "to_backend": [],
+                         "cache_hits": 0, "cache_misses": 0, "lowering_cache": []}
+
+
+def _timed(name: str, fn: Callable) -> Callable:
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        start = time.perf_counter()
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            TIMES[name].append(time.perf_counter() - start)
+            if name == "to_backend":
+                _record_fastlower_report()
+    return wrapper
+
+
+def _record_fastlower_report() -> None:
+    fastlower = sys.modules.get("fastlower")
+    if fastlower is None:
+        return
+    report = fastlower.last_report()
+    if report is not None:
+        TIMES["cache_hits"] += sum(report.cache_hits.values())
+        TIMES["cache_misses"] += sum(report.cache_misses.values())
+
+
+def install_timers() -> None:
+    import executorch.exir as exir
+    import executorch.exir.program._program as program
+
+    etl = _timed("to_edge_transform_and_lower", program.to_edge_transform_and_lower)
+    for module in (exir, program):
+        module.to_edge_transform_and_lower = etl
+    program.EdgeProgramManager.to_executorch = _timed(
+        "to_executorch", program.EdgeProgramManager.to_executorch)
+    program.to_backend = _timed("to_backend", program.to_backend)
+
+
+def main(argv: List[str]) -> None:
+    out, rest = argv[0], argv[1:]
+    install_timers()
+    start = time.perf_counter()
+    try:
+        if rest[0] == "-m":
+            sys.argv = [rest[1]] + rest[2:]
+            runpy.run_module(rest[1], run_name="__main__", alter_sys=True)
+        else:
+            sys.argv = rest
+            runpy.run_path(rest[0], run_name="__main__")
+    finally:
+        TIMES["target_seconds"] = time.perf_counter() - start
+        with open(out, "w") as f:
+            json.dump(TIMES, f)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
