@@ -387,7 +387,8 @@ def cmd_cache(args) -> int:
 # --------------------------------------------------------------------------- parser
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="fastlower", description="Lower exported PyTorch programs to ExecuTorch with fastlower.")
+        prog="fastlower",
+        description="Lower exported PyTorch programs to ExecuTorch with fastlower.")
     parser.add_argument("--debug", action="store_true", help="show tracebacks and debug logs")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
@@ -404,7 +405,8 @@ def build_parser() -> argparse.ArgumentParser:
     def partitioning(p: argparse.ArgumentParser) -> None:
         p.add_argument("model", metavar="MODEL.pt2", help="a program saved with torch.export.save")
         p.add_argument("--backend", default="xnnpack",
-                       help=f"backend whose partitioner to use ({', '.join(BACKENDS)}; default xnnpack)")
+                       help=f"backend whose partitioner to use ({', '.join(BACKENDS)}; "
+                            "default xnnpack)")
         p.add_argument("--partitioner", metavar="MODULE:CLASS",
                        help="any other partitioner class (constructed without arguments)")
         p.add_argument("--import", dest="imports", action="append", default=[], metavar="MODULE",
@@ -420,7 +422,8 @@ def build_parser() -> argparse.ArgumentParser:
     lower.add_argument("-o", "--output", required=True, metavar="MODEL.pte")
     preprocessing(lower)
     lower.add_argument("--check", action="store_true",
-                       help="run the .pte in executorch.runtime and compare with the program's output")
+                       help="run the .pte in executorch.runtime and compare with the program's "
+                            "output")
     lower.set_defaults(run=cmd_lower)
 
     report = sub.add_parser("report", help="preview what would be delegated (partitioner only)")

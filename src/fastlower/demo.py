@@ -75,6 +75,8 @@ def _demo(args) -> int:
         report = last_report()
         warm, _, t_warm = _lower(args.layers, use_fastlower=True, cache_dir=cache_dir)
         warm_report = last_report()
+    if report is None or warm_report is None:
+        raise RuntimeError("fastlower made no report: the lowering did not run fastlower")
     out(report.format())
     out(f"fastlower to_backend: cold cache {t_ours:.2f} s ({report.preprocess_runner}); "
           f"warm cache {t_warm:.2f} s ({sum(warm_report.cache_hits.values())} hits, "

@@ -16,8 +16,9 @@ under the profiler:
 * the preprocess settings (workers, cache) hold for the whole process, every
   thread the script starts included (``fastlower.preprocess.set_options``);
 * every report of a lowering the script makes (one per ``to_backend`` call, in
-  any thread) is collected through ``fastlower.report.collecting`` and written
-  when the script ends, however it ends: ``--report-json r.json`` writes
+  any thread; as python does at exit, the run waits for the non-daemon threads
+  the script started) is collected through ``fastlower.report.collecting`` and
+  written when the script ends, however it ends: ``--report-json r.json`` writes
   ``r.1.json``, ``r.2.json``, ... in the order the lowerings finished (the
   number goes before the last suffix: ``out/r`` -> ``out/r.1``), relative
   paths in the folder the run started in (whatever folder the script moves to).
@@ -31,6 +32,7 @@ from __future__ import annotations
 import os
 import runpy
 import sys
+import threading
 import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -86,7 +88,11 @@ def run(target: str, args: Sequence[str], *, module: bool = False,
     try:
         with collecting(all_threads=True) as reports:
             try:
+                alive = set(threading.enumerate())
                 code = _execute(target, list(args), module)
+                # as python does before it exits: wait for the script's non-daemon threads
+                # (their lowerings' reports belong to the run)
+                _join_new_threads(alive)
             finally:
                 made = list(reports)
                 written = _write_reports(made, settings, target, start_folder)
@@ -124,6 +130,12 @@ def _execute(target: str, args: List[str], module: bool) -> int:
         sys.path[:] = saved_path
         sys.stdout.flush()
         sys.stderr.flush()
+
+
+def _join_new_threads(alive: "set[threading.Thread]") -> None:
+    for thread in threading.enumerate():
+        if thread not in alive and not thread.daemon and thread is not threading.current_thread():
+            thread.join()
 
 
 def _exit_code(exc: SystemExit) -> int:

@@ -41,9 +41,10 @@ def _python(folder: Path, *argv, env=None) -> subprocess.CompletedProcess:
 
 def test_run_script_is_the_direct_run_with_one_report_per_lowering(tmp_path):
     """Same exit code, stdout, argv/__name__/__file__/sys.path[0]/__main__ and .pte as
-    ``python script.py``; two partitioners, two to_backend calls, two reports each kind;
+    ``python script.py``; two partitioners, two to_backend calls, two reports each kind,
+    though the lowering runs in a thread the script leaves running when it exits;
     --no-cache with FASTLOWER_CACHE_DIR set lowers without any cache."""
-    args = ["out.pte", "seen.json", "--exit", "3"]
+    args = ["out.pte", "seen.json", "--thread", "--exit", "3"]
     direct = _python(tmp_path / "direct", SCRIPT, *args)
     cache = tmp_path / "cache"
     (tmp_path / "ours" / "pages").mkdir(parents=True)

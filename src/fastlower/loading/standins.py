@@ -134,8 +134,10 @@ class StandIn:
         return iter(self._keys if self._kind == "mapping" else self._values)
 
     def __eq__(self, other: object) -> bool:
-        return (type(other) is type(self) and other._keys == self._keys  # type: ignore[attr-defined]
-                and all(a is b for a, b in zip(other._values, self._values)))  # type: ignore[attr-defined]
+        if not isinstance(other, StandIn) or type(other) is not type(self):
+            return False
+        return other._keys == self._keys and all(
+            a is b for a, b in zip(other._values, self._values))
 
     __hash__ = None  # type: ignore[assignment]
 
