@@ -29,6 +29,8 @@ nodes              every ``call_function`` node in topological order (bodies of
                    method, graph, partition (tag or null), backend (or null)
 timing             seconds: total, phases {name: s}, external {partitioner,
                    backend}, own (the lowering machinery's share)
+notes              (optional) lines the reader should know, e.g. a type of the
+                   program's inputs or outputs replaced by a stand-in on loading
 =================  ==============================================================
 
 ``graph`` is ``""`` for a method's top-level graph and the attribute path of a
@@ -85,6 +87,7 @@ def to_dict(report: LoweringReport) -> Dict[str, Any]:
         "nodes": [asdict(n) for n in report.nodes],
         "timing": {"total": report.seconds, "phases": dict(report.phases),
                    "external": dict(report.external), "own": report.own_seconds},
+        "notes": list(report.notes),
     }
 
 

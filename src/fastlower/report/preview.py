@@ -92,6 +92,9 @@ def preview_export(aten_program: Any, partitioner: Any, **kwargs: Any) -> Loweri
         with routed({"to_backend": _preview_to_backend}):
             to_edge_transform_and_lower(aten_program, partitioner=[partitioner], **kwargs)
     except _PartitionedOnly as done:
+        from ..loading.notes import describe_replacements
+
+        done.report.notes.extend(describe_replacements(aten_program))
         registry.publish(done.report, None)
         return done.report
     raise RuntimeError("to_edge_transform_and_lower did not call to_backend")
