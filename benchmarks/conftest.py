@@ -39,6 +39,22 @@ def pytest_addoption(parser):
                     help="layers of its one-group-per-op case (default 8: 521 groups; 0 = skip)")
     group.addoption("--partition-json", default=None,
                     help="where the partitioner benchmark writes its summary")
+    group.addoption("--user-layers", default="8,16,32,64",
+                    help="layers of the user-model XNNPACK cases on plain to_edge (default 8,16,32,64)")
+    group.addoption("--user-tal-layers", default="8,32",
+                    help="layers of the to_edge_transform_and_lower-path cases (default 8,32)")
+    group.addoption("--user-vulkan-layers", default="8,32",
+                    help="layers of the VulkanPartitioner cases (default 8,32)")
+    group.addoption("--user-models", default="executorch_llama,hf_llama",
+                    help="user models of the XNNPACK cases (executorch_llama,hf_llama,hf_gpt2)")
+    group.addoption("--user-vulkan-models", default="executorch_llama",
+                    help="user models of the Vulkan cases")
+    group.addoption("--user-paths", default="to_edge,tal", help="export paths (to_edge,tal)")
+    group.addoption("--user-partitioners", default="xnnpack,vulkan", help="xnnpack,vulkan")
+    group.addoption("--user-ref-max-layers", type=int, default=32,
+                    help="skip reference user-model cases above this many layers (default 32)")
+    group.addoption("--user-json", default=None,
+                    help="where the user-model benchmark writes its summary")
     group.addoption("--memory-layers", type=int, default=11,
                     help="decoder layers of the large-weight memory benchmark (dim 1024; default 11)")
     group.addoption("--memory-backend", default="noop", choices=["noop", "xnnpack"],

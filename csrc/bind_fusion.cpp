@@ -10,6 +10,8 @@
 #include <string>
 #include <vector>
 
+#include <pybind11/gil_safe_call_once.h>
+
 #include "bindings.hpp"
 #include "checks.hpp"
 #include "fusion.hpp"
@@ -40,10 +42,16 @@ enum Field : int {
     F_PRIO,
 };
 
+// Imported on first use, not in a static initialiser: a C++ static's guard held while
+// the import releases the GIL deadlocks against a second thread waiting on that guard
+// with the GIL (pybind11's gil_safe_call_once_and_store waits without it). The stored
+// object is never destroyed, so no Python call happens at exit.
 const py::object &plan_class() {
-    static py::object *cls =
-        new py::object(py::module_::import("fastlower._twin.fusion").attr("PartitionPlan"));
-    return *cls;
+    PYBIND11_CONSTINIT static py::gil_safe_call_once_and_store<py::object> storage;
+    return storage
+        .call_once_and_store_result(
+            [] { return py::module_::import("fastlower._twin.fusion").attr("PartitionPlan"); })
+        .get_stored();
 }
 
 struct PySim {

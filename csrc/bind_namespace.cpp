@@ -2,6 +2,8 @@
 // exposed for tests; the fusion simulator uses it internally.
 #include <memory>
 
+#include <pybind11/gil_safe_call_once.h>
+
 #include "bindings.hpp"
 #include "namespace.hpp"
 #include "pyconv.hpp"
@@ -9,8 +11,12 @@
 
 namespace fastlower {
 
+// Built on first use under pybind11's gil_safe_call_once_and_store (see plan_class in
+// bind_fusion.cpp): a plain function-local static would hold its guard across the
+// import below, which may release the GIL.
 const NameHooks &python_name_hooks() {
-    static NameHooks *hooks = [] {
+    PYBIND11_CONSTINIT static py::gil_safe_call_once_and_store<NameHooks *> storage;
+    return *storage.call_once_and_store_result([] {
         py::module_ twin = py::module_::import("fastlower._twin.namespace");
         auto illegal = std::make_shared<std::unordered_set<std::string>>();
         for (py::handle name : twin.attr("ILLEGAL_NAMES")) illegal->insert(pyconv::utf8(name.ptr()));
@@ -38,8 +44,7 @@ const NameHooks &python_name_hooks() {
             return pyconv::utf8(pyconv::to_str(s).attr("lower")().ptr());
         };
         return h;
-    }();
-    return *hooks;
+    }).get_stored();
 }
 
 namespace {

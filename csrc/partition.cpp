@@ -135,7 +135,8 @@ ProposedPartitions propose_capability_partitions(const PartitionGraph &g, bool a
     std::vector<uint32_t> seen(n, 0);
     uint32_t stamp = 0;
     std::vector<I> stack;
-    std::vector<uint32_t> pid_seen;  // by partition id
+    std::vector<uint32_t> pid_seen;      // by partition id
+    std::vector<uint32_t> pid_expanded;  // by partition id: its map was added (same stamp)
     uint32_t pid_stamp = 0;
 
     auto next_stamp = [&]() {
@@ -148,6 +149,7 @@ ProposedPartitions propose_capability_partitions(const PartitionGraph &g, bool a
     auto next_pid_stamp = [&]() {
         if (++pid_stamp == 0) {
             std::fill(pid_seen.begin(), pid_seen.end(), 0);
+            std::fill(pid_expanded.begin(), pid_expanded.end(), 0);
             pid_stamp = 1;
         }
         return pid_stamp;
@@ -174,7 +176,8 @@ ProposedPartitions propose_capability_partitions(const PartitionGraph &g, bool a
             I x = stack.back();
             stack.pop_back();
             I t = assignment[x];
-            if (t != -1) {
+            if (t != -1 && pid_expanded[t] != ps) {  // a partition's map is added once
+                pid_expanded[t] = ps;
                 add(t);
                 for (I q : partition_map[t]) add(q);
             }
@@ -265,6 +268,7 @@ ProposedPartitions propose_capability_partitions(const PartitionGraph &g, bool a
             partition_map.emplace_back();
             partitions_order.push_back(pid);
             pid_seen.push_back(0);
+            pid_expanded.push_back(0);
             assignment[i] = pid;
             user_list.assign(users.begin(i), users.end(i));
             // set(node.users): users lists have no duplicates (dict keys)

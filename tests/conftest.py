@@ -12,6 +12,8 @@ import os
 import sys
 from pathlib import Path
 
+import pytest
+
 _ROOT = Path(__file__).resolve().parent.parent
 _paths = [str(_ROOT)]
 if os.environ.get("FASTLOWER_TEST_SRC") == "1":
@@ -19,3 +21,24 @@ if os.environ.get("FASTLOWER_TEST_SRC") == "1":
 for p in reversed(_paths):
     if p not in sys.path:
         sys.path.insert(0, p)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _fork_preprocess_workers():
+    """The session forks fastlower's preprocess workers, as a single-threaded program does.
+
+    By default fastlower forks only when no other Python thread runs (else it spawns:
+    ``preprocess/executors.py``). In this session Dask's threads outlive the Dask tests
+    (``Dask-Offload``, its IO loop), which would make every later lowering spawn; the
+    tests of that choice ask for ``start_method`` explicitly
+    (``tests/preprocess/test_start_method.py``).
+    """
+    try:
+        import fastlower.preprocess as pp
+    except ImportError:  # the suites that need fastlower say so themselves
+        yield
+        return
+    previous = pp.settings.current().start_method
+    pp.set_options(start_method="fork")
+    yield
+    pp.set_options(start_method=previous)

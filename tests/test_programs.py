@@ -93,12 +93,69 @@ def test_lazy_program_generates_the_eager_code():
                                          graph=copy.deepcopy(ep.graph), **kwargs)
     assert isinstance(lazy.graph_module, _LazyGraphModule)
     assert not isinstance(eager.graph_module, _LazyGraphModule)
-    # the factory swap is confined to the call
-    assert not isinstance(torch.export.export(torch.nn.ReLU(), (torch.randn(2),)).graph_module,
-                          _LazyGraphModule)
     assert lazy.graph_module.code == eager.graph_module.code
     x = torch.randn(2, 3)
     torch.testing.assert_close(lazy.module()(x), eager.module()(x))
+
+
+_LINEAR = torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.ReLU())
+
+
+def _linear_kwargs():
+    """A fresh export of the same module, as ``ExportedProgram`` keyword arguments."""
+    ep = torch.export.export(_LINEAR, (torch.randn(2, 3),))
+    return ep, dict(root=ep.graph_module, graph=ep.graph,
+                    graph_signature=ep.graph_signature, state_dict=ep.state_dict,
+                    range_constraints=ep.range_constraints,
+                    module_call_graph=ep.module_call_graph, constants=ep.constants,
+                    verifiers=[ep.verifier])
+
+
+@pytest.mark.parametrize("lazy", [False, True])
+def test_built_program_is_what_the_constructor_builds(lazy, monkeypatch):
+    """fastlower assembles programs as torch 2.13's ``ExportedProgram.__init__`` does:
+    the same instance attributes, of the same types, the same code and behaviour."""
+    monkeypatch.delenv(programs.VALIDATE_ALL_ENV, raising=False)
+    _, kwargs = _linear_kwargs()
+    theirs = torch.export.ExportedProgram(**kwargs)
+    _, kwargs = _linear_kwargs()
+    ours = programs.unvalidated_program(lazy=lazy, **kwargs)
+    assert sorted(vars(ours)) == sorted(vars(theirs))
+    for name, value in vars(theirs).items():
+        if name != "_graph_module":
+            assert type(getattr(ours, name)) is type(value), name
+    assert isinstance(ours.graph_module, _LazyGraphModule) is lazy
+    assert ours.graph_module.code == theirs.graph_module.code
+    assert ours.graph_module.meta.keys() == theirs.graph_module.meta.keys()
+    assert ours._guards_code == theirs._guards_code
+    ours._validate()
+    x = torch.randn(2, 3)
+    torch.testing.assert_close(ours.module()(x), theirs.module()(x))
+
+
+def test_lazy_construction_changes_nothing_another_thread_sees():
+    """While fastlower makes a lazy program, a ``torch.export`` in another thread gets
+    torch's own eager ``GraphModule`` (no module-level factory is swapped)."""
+    import threading
+
+    factory = torch.export.exported_program._create_graph_module_for_export
+    seen = {}
+
+    def make_module(root, graph):
+        def other():
+            ep = torch.export.export(torch.nn.ReLU(), (torch.randn(2),))
+            seen["lazy"] = isinstance(ep.graph_module, _LazyGraphModule)
+
+        thread = threading.Thread(target=other)
+        thread.start()
+        thread.join(120)
+        seen["factory"] = torch.export.exported_program._create_graph_module_for_export
+        return _LazyGraphModule(root, graph)
+
+    _, kwargs = _linear_kwargs()
+    built = programs._construct(make_module, False, **kwargs)
+    assert isinstance(built.graph_module, _LazyGraphModule)
+    assert seen == {"lazy": False, "factory": factory}
 
 
 def test_lazy_module_copy_matches_deepcopy():

@@ -19,6 +19,7 @@ _EXPORTS = {
     "MethodWithoutProgramError": "errors", "PartitionerEditError": "errors",
     "LoweringReport": "report", "build_report": "report", "last_report": "report",
     "report_for": "report",
+    "load_program": "loading", "ProgramLoadError": "loading",
     "MethodProgramsPartitionerSpec": "spec",
     "disable_validation": "state", "strict_partitioners": "state", "strict_tags": "state",
     "validation_disabled": "state",
@@ -42,6 +43,7 @@ def __dir__():
 
 if TYPE_CHECKING:  # pragma: no cover
     from .api import lower_with_report, to_backend  # noqa: F401
+    from .loading import ProgramLoadError, load_program  # noqa: F401
     from .errors import (  # noqa: F401
         BackendNotFoundError, CyclicPartitionError, FastlowerError, GraphModifiedError,
         MethodWithoutProgramError, MissingPartitionTagsError, PartitionContractError,

@@ -1,21 +1,27 @@
 """``fastlower``: lower a saved program to a ``.pte``, preview what would be delegated,
-and look after the preprocess cache.
+run an unchanged export script with fastlower, and look after the preprocess cache.
 
     fastlower lower MODEL.pt2 -o MODEL.pte [--backend xnnpack] [--partitioner MODULE:CLASS]
-                    [--report-html R.html] [--report-json R.json] [--workers N]
-                    [--no-cache] [--check]
-    fastlower report MODEL.pt2 [--backend ...] [--partitioner ...] [--report-html ...]
-                    [--report-json ...] [--explorer-json ...]
-    fastlower cache info|clear
+                    [--import MODULE ...] [--report-html R.html] [--report-json R.json]
+                    [--workers N] [--cache-dir DIR | --no-cache] [--check]
+    fastlower report MODEL.pt2 [--backend ...] [--partitioner ...] [--import MODULE ...]
+                    [--report-html ...] [--report-json ...] [--explorer-json ...]
+    fastlower run [--workers N] [--cache-dir DIR | --no-cache] [--report-json R.json]
+                  [--report-html R.html] (-m MODULE | SCRIPT.py) [ARGS...]
+    fastlower cache info|clear [--cache-dir DIR]
 
-``MODEL.pt2`` is an ATen-dialect program saved with ``torch.export.save``.
-Bad input (missing file, not an exported program, unknown backend, partitioner
-that cannot be imported) is one line on stderr and exit code 2; ``--debug``
-adds the traceback. argparse (stdlib) rather than click: subcommands and
-typed options are all this needs, and it adds no dependency.
+``MODEL.pt2`` is an ATen-dialect program saved with ``torch.export.save``,
+loaded by ``fastlower.loading`` (any input/output types). Bad input (missing
+file, not an exported program, unknown backend, partitioner that cannot be
+imported) is one line on stderr and exit code 2; ``--debug`` adds the
+traceback. argparse (stdlib) rather than click: subcommands and typed options
+are all this needs, and it adds no dependency. This module only parses and
+reports: loading is ``fastlower.loading``, running a script ``fastlower.run``.
 
-What the command prints on stdout is its output (``sys.stdout.write``);
-diagnostics go through ``logging.getLogger("fastlower")`` to stderr.
+Settings reach the library through ``fastlower.preprocess.options()`` (never
+the environment). What a command prints on stdout is its output
+(``sys.stdout.write``); diagnostics go through ``logging.getLogger("fastlower")``
+to a handler on stderr that the command adds to its own process.
 """
 
 from __future__ import annotations
@@ -27,12 +33,11 @@ import os
 import sys
 import time
 import traceback
-import warnings
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence
 
-from .console import out
+from .console import command_logging, out, quiet_torch, script_logging
 
 log = logging.getLogger("fastlower.cli")
 
@@ -41,10 +46,8 @@ BACKENDS: Dict[str, str] = {
     "xnnpack": "executorch.backends.xnnpack.partition.xnnpack_partitioner:XnnpackPartitioner",
 }
 
-#: read by fastlower's parallel preprocess and its cache (set from --workers / --no-cache)
-ENV_WORKERS = "FASTLOWER_WORKERS"
+#: the cache folder's environment variable (read, never written: the default folder)
 ENV_CACHE_DIR = "FASTLOWER_CACHE_DIR"
-ENV_NO_CACHE = "FASTLOWER_NO_CACHE"
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 
@@ -54,6 +57,11 @@ class UsageError(Exception):
 
 
 # --------------------------------------------------------------------------- inputs
+def check_workers(workers: Optional[int]) -> None:
+    if workers is not None and workers < 1:
+        raise UsageError(f"--workers must be >= 1, got {workers}")
+
+
 def check_model_file(path: str) -> None:
     """Fail early, before any heavy import, on a model path that is no file."""
     file = Path(path)
@@ -63,36 +71,19 @@ def check_model_file(path: str) -> None:
         raise UsageError(f"{path}: not a file")
 
 
-def quiet_torch(debug: bool) -> None:
-    """Without ``--debug``, torch's own log handler shows errors only (importing
-    ExecuTorch makes it warn about things that are not the user's business)."""
-    if not debug and "torch" not in sys.modules:
-        # torch's logging reads TORCH_LOGS once, on import; "-all": errors only
-        os.environ.setdefault("TORCH_LOGS", "-all")
-    import torch  # noqa: F401
-
-    if not debug:
-        logging.getLogger("torch").setLevel(logging.ERROR)
-
-
-def load_program(path: str):
-    """The ``ExportedProgram`` saved at ``path`` with ``torch.export.save``."""
+def load_program(path: str, imports: Sequence[str] = ()):
+    """The program saved at ``path`` (a ``fastlower.loading.LoadedProgram``), its types
+    rebuilt or stood in for; ``imports`` are the ``--import`` modules."""
     check_model_file(path)
-    file = Path(path)
-    import torch
-    from torch.export import ExportedProgram
+    from .loading import ProgramLoadError, load
 
     quiet = not logging.getLogger("fastlower").isEnabledFor(logging.DEBUG)
     try:
         # torch.export.load logs the whole traceback of a bad archive itself
         with _logger_level("torch.export", logging.CRITICAL if quiet else None):
-            program = torch.export.load(str(file))
-    except Exception as exc:
-        raise UsageError(f"{path}: not a program saved with torch.export.save "
-                         f"({type(exc).__name__}: {_first_line(exc)})") from exc
-    if not isinstance(program, ExportedProgram):
-        raise UsageError(f"{path}: holds a {type(program).__name__}, not an ExportedProgram")
-    return program
+            return load(path, imports=imports)
+    except ProgramLoadError as exc:
+        raise UsageError(str(exc)) from exc
 
 
 @contextmanager
@@ -171,21 +162,21 @@ def default_cache_dir() -> str:
     return os.environ.get(ENV_CACHE_DIR) or platformdirs.user_cache_dir("fastlower")
 
 
-def configure_preprocess(workers: Optional[int], use_cache: bool) -> None:
-    """Hand ``--workers``/``--no-cache`` to the parallel preprocess and its cache.
+def cache_dir_for(args) -> Optional[str]:
+    """The preprocess cache folder of a command: ``--cache-dir``, else the default folder;
+    None with ``--no-cache``."""
+    if args.no_cache:
+        return None
+    return args.cache_dir or default_cache_dir()
 
-    They read ``FASTLOWER_WORKERS`` and ``FASTLOWER_CACHE_DIR`` (a lowering without
-    them is serial and uncached); the CLI turns the cache on in the user's cache
-    folder unless ``--no-cache``.
-    """
-    if workers is not None:
-        os.environ[ENV_WORKERS] = str(workers)
-    if use_cache:
-        os.environ[ENV_CACHE_DIR] = default_cache_dir()
-        os.environ.pop(ENV_NO_CACHE, None)
-    else:
-        os.environ.pop(ENV_CACHE_DIR, None)
-        os.environ[ENV_NO_CACHE] = "1"
+
+def preprocess_settings(args):
+    """``--workers``/``--cache-dir``/``--no-cache`` as a ``fastlower.preprocess.options()``
+    block for the lowering (an empty ``cache_dir`` is no cache, whatever
+    ``FASTLOWER_CACHE_DIR`` says)."""
+    from .preprocess import options
+
+    return options(workers=args.workers, cache_dir=cache_dir_for(args) or "")
 
 
 # --------------------------------------------------------------------------- commands
@@ -206,6 +197,7 @@ def _write_reports(report, args) -> None:
 def cmd_lower(args) -> int:
     """``fastlower lower``: ``.pt2`` in, ``.pte`` out, report printed."""
     check_model_file(args.model)
+    check_workers(args.workers)
     output = Path(args.output)
     if not output.parent.exists():
         raise UsageError(f"{args.output}: folder {output.parent} does not exist")
@@ -217,12 +209,12 @@ def cmd_lower(args) -> int:
     from .report import last_report
 
     partitioner = make_partitioner(args.backend, args.partitioner)
-    program = load_program(args.model)
-    configure_preprocess(args.workers, not args.no_cache)
+    program = load_program(args.model, args.imports).program
     steps = Steps(["lower", "to_executorch", "write"] + (["check"] if args.check else []))
     try:
         start = time.perf_counter()
-        with steps.step("lower (to_edge_transform_and_lower)"), installed():
+        with steps.step("lower (to_edge_transform_and_lower)"), installed(), \
+                preprocess_settings(args):
             edge = to_edge_transform_and_lower(program, partitioner=[partitioner])
         report = last_report()
         with steps.step("to_executorch"):
@@ -250,7 +242,7 @@ def cmd_report(args) -> int:
     from .report import preview_export
 
     partitioner = make_partitioner(args.backend, args.partitioner)
-    program = load_program(args.model)
+    program = load_program(args.model, args.imports).program
     steps = Steps(["partition"])
     try:
         with steps.step("partition (no preprocess)"):
@@ -262,14 +254,53 @@ def cmd_report(args) -> int:
     return EXIT_OK
 
 
+def cmd_run(args) -> int:
+    """``fastlower run``: an unchanged script or module, fastlower installed (``fastlower.run``)."""
+    if args.module is None and not args.script:
+        raise UsageError("give a script (fastlower run SCRIPT.py ARGS...) or a module "
+                         "(fastlower run -m MODULE ARGS...)")
+    if args.module is not None:
+        if not args.module:
+            raise UsageError("-m needs a module name")
+        parts = args.module + args.script  # "-mpkg a b": argparse splits after the module
+        target, script_args, module = parts[0], parts[1:], True
+    else:
+        target, script_args, module = args.script[0], args.script[1:], False
+        if not Path(target).exists():  # a file, or a folder or zip with __main__.py, as python
+            raise UsageError(f"{target}: no such file")
+    for option in ("report_json", "report_html"):
+        pattern = getattr(args, option)
+        if pattern and not Path(pattern).parent.exists():
+            raise UsageError(f"{pattern}: folder {Path(pattern).parent} does not exist")
+    check_workers(args.workers)
+    from .run import RunSettings, run
+
+    result = run(target, script_args, module=module, settings=RunSettings(
+        workers=args.workers, cache_dir=cache_dir_for(args),
+        report_json=args.report_json, report_html=args.report_html))
+    # on stderr: stdout is the script's
+    if args.report_json or args.report_html:
+        if result.written:
+            sys.stderr.write(f"fastlower run: {len(result.reports)} lowering(s), reports: "
+                             + ", ".join(map(str, result.written)) + "\n")
+        else:
+            sys.stderr.write("fastlower run: the script made no lowering: no report written\n")
+    return result.exit_code
+
+
 def check_pte(program, buffer: bytes, atol: float = 1e-3, rtol: float = 1e-3) -> int:
-    """Run ``buffer`` in ``executorch.runtime`` and compare with ``program``'s own output."""
+    """Run ``buffer`` in ``executorch.runtime`` and compare it with ``program``'s own output,
+    leaf by leaf (the ``.pte`` returns the program's output tree flattened)."""
     import torch
     from executorch.runtime import Runtime
     from torch.utils import _pytree as pytree
 
     args, kwargs = example_inputs(program)
-    expected = pytree.tree_leaves(program.module()(*args, **kwargs))
+    expected_tree = program.module()(*args, **kwargs)
+    try:
+        expected = pytree.tree_flatten_with_path(expected_tree)[0]
+    except ValueError:  # a container registered without key paths: positions only
+        expected = [((), leaf) for leaf in pytree.tree_leaves(expected_tree)]
     method = Runtime.get().load_program(buffer).load_method("forward")
     got = [t.clone() if isinstance(t, torch.Tensor) else t
            for t in method.execute(pytree.tree_leaves((args, kwargs)))]
@@ -278,47 +309,65 @@ def check_pte(program, buffer: bytes, atol: float = 1e-3, rtol: float = 1e-3) ->
         out(f"check: FAILED: {len(got)} outputs, the exported program has {len(expected)}")
         return EXIT_FAILED
     worst = 0.0
-    for i, (e, g) in enumerate(zip(expected, got)):
+    for i, ((path, e), g) in enumerate(zip(expected, got)):
+        name = f"output {i}" + (f" ({pytree.keystr(path)})" if path else "")
         if isinstance(e, torch.Tensor):
-            if e.shape != g.shape or not torch.allclose(g.to(e.dtype), e, atol=atol, rtol=rtol):
-                diff = (g.to(e.dtype) - e).abs().max().item() if e.shape == g.shape else float("nan")
-                out(f"check: FAILED: output {i} differs (max abs error {diff:.3g}, "
-                    f"shape {tuple(g.shape)} vs {tuple(e.shape)})")
+            if not isinstance(g, torch.Tensor) or e.shape != g.shape \
+                    or not torch.allclose(g.to(e.dtype), e, atol=atol, rtol=rtol):
+                same_shape = isinstance(g, torch.Tensor) and e.shape == g.shape
+                diff = (g.to(e.dtype) - e).abs().max().item() if same_shape else float("nan")
+                got_shape = tuple(g.shape) if isinstance(g, torch.Tensor) else type(g).__name__
+                out(f"check: FAILED: {name} differs (max abs error {diff:.3g}, "
+                    f"shape {got_shape} vs {tuple(e.shape)})")
                 return EXIT_FAILED
             if e.numel() and e.is_floating_point():
                 worst = max(worst, (g.to(e.dtype) - e).abs().max().item())
-    out(f"check: ok, {len(got)} output(s) match the exported program (max abs error {worst:.2e})")
+        elif e != g:
+            out(f"check: FAILED: {name} is {g!r}, the exported program gives {e!r}")
+            return EXIT_FAILED
+    names = [pytree.keystr(p) for p, _ in expected if p]
+    shown = f" ({', '.join(names[:8])}{', ...' if len(names) > 8 else ''})" if names else ""
+    out(f"check: ok, {len(got)} output(s){shown} match the exported program, leaf by leaf "
+        f"(max abs error {worst:.2e})")
     return EXIT_OK
 
 
 def example_inputs(program):
-    """The program's saved example inputs, else random ones of the exported shapes."""
+    """The program's saved example inputs, else random ones of the exported shapes, put
+    in the program's input tree (its containers, stand-ins included)."""
     import torch
+    from torch.utils import _pytree as pytree
 
     if program.example_inputs is not None:
         return program.example_inputs
-    log.info("no example inputs saved with the program: using random inputs")
+    log.warning("no example inputs saved with the program: checking on random inputs")
     user_inputs = [n for n in program.graph.nodes if n.op == "placeholder"
                    and n.name in program.graph_signature.user_inputs]
     gen = torch.Generator().manual_seed(0)
-    args = []
+    leaves = []
     for node in user_inputs:
         val = node.meta["val"]
+        if not isinstance(val, torch.Tensor):
+            leaves.append(val)
+            continue
         shape = [int(d) for d in val.shape]
         if val.dtype.is_floating_point:
-            args.append(torch.randn(shape, dtype=val.dtype, generator=gen))
+            leaves.append(torch.randn(shape, dtype=val.dtype, generator=gen))
         elif val.dtype == torch.bool:
-            args.append(torch.randint(0, 2, shape, generator=gen).bool())
+            leaves.append(torch.randint(0, 2, shape, generator=gen).bool())
         else:
-            args.append(torch.randint(0, 2, shape, dtype=val.dtype, generator=gen))
-    return tuple(args), {}
+            leaves.append(torch.randint(0, 2, shape, dtype=val.dtype, generator=gen))
+    in_spec = program.call_spec.in_spec
+    if in_spec is None:
+        return tuple(leaves), {}
+    return pytree.tree_unflatten(leaves, in_spec)
 
 
 def cmd_cache(args) -> int:
     """``fastlower cache info|clear`` over the preprocess cache folder."""
     import diskcache
 
-    folder = default_cache_dir()
+    folder = args.cache_dir or default_cache_dir()
     if args.action == "info":
         if not Path(folder).exists():
             out(f"cache: {folder} (empty: the folder does not exist yet)")
@@ -338,16 +387,31 @@ def cmd_cache(args) -> int:
 # --------------------------------------------------------------------------- parser
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="fastlower", description="Lower exported PyTorch programs to ExecuTorch with fastlower.")
+        prog="fastlower",
+        description="Lower exported PyTorch programs to ExecuTorch with fastlower.")
     parser.add_argument("--debug", action="store_true", help="show tracebacks and debug logs")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    def preprocessing(p: argparse.ArgumentParser) -> None:
+        p.add_argument("--workers", type=int, metavar="N",
+                       help="preprocess in N processes (default: the usable cores; 1: serial)")
+        cache = p.add_mutually_exclusive_group()
+        cache.add_argument("--cache-dir", metavar="DIR",
+                           help=f"the preprocess cache folder (default: ${ENV_CACHE_DIR}, else "
+                                "the user's cache folder)")
+        cache.add_argument("--no-cache", action="store_true",
+                           help="do not use the preprocess cache")
 
     def partitioning(p: argparse.ArgumentParser) -> None:
         p.add_argument("model", metavar="MODEL.pt2", help="a program saved with torch.export.save")
         p.add_argument("--backend", default="xnnpack",
-                       help=f"backend whose partitioner to use ({', '.join(BACKENDS)}; default xnnpack)")
+                       help=f"backend whose partitioner to use ({', '.join(BACKENDS)}; "
+                            "default xnnpack)")
         p.add_argument("--partitioner", metavar="MODULE:CLASS",
                        help="any other partitioner class (constructed without arguments)")
+        p.add_argument("--import", dest="imports", action="append", default=[], metavar="MODULE",
+                       help="import MODULE before loading (for the input/output types it "
+                            "registers); repeatable")
         p.add_argument("--report-html", metavar="R.html", help="write the HTML report here")
         p.add_argument("--report-json", metavar="R.json", help="write the JSON report here")
         p.add_argument("--explorer-json", metavar="N.json",
@@ -356,46 +420,41 @@ def build_parser() -> argparse.ArgumentParser:
     lower = sub.add_parser("lower", help="lower MODEL.pt2 to a .pte and print the report")
     partitioning(lower)
     lower.add_argument("-o", "--output", required=True, metavar="MODEL.pte")
-    lower.add_argument("--workers", type=int, metavar="N", help=f"parallel preprocess ({ENV_WORKERS})")
-    lower.add_argument("--no-cache", action="store_true", help="do not use the preprocess cache")
+    preprocessing(lower)
     lower.add_argument("--check", action="store_true",
-                       help="run the .pte in executorch.runtime and compare with the program's output")
+                       help="run the .pte in executorch.runtime and compare with the program's "
+                            "output")
     lower.set_defaults(run=cmd_lower)
 
     report = sub.add_parser("report", help="preview what would be delegated (partitioner only)")
     partitioning(report)
     report.set_defaults(run=cmd_report)
 
+    run = sub.add_parser(
+        "run", help="run an unchanged script (or -m MODULE) with fastlower installed",
+        usage="fastlower run [options] (SCRIPT.py | -m MODULE) [ARGS...]",
+        description="Run SCRIPT.py ARGS (or -m MODULE ARGS) as python would, with fastlower as "
+                    "ExecuTorch's to_backend. Everything after the script or module name is the "
+                    "script's. Reports: one per lowering, R.json -> R.1.json, R.2.json, ... "
+                    "in order.")
+    preprocessing(run)
+    run.add_argument("--report-json", metavar="R.json",
+                     help="write each lowering's JSON report: R.1.json, R.2.json, ...")
+    run.add_argument("--report-html", metavar="R.html",
+                     help="write each lowering's HTML report: R.1.html, R.2.html, ...")
+    run.add_argument("-m", dest="module", nargs=argparse.REMAINDER, metavar="MODULE ARGS",
+                     help="run a module as python -m does; the rest of the line is its arguments")
+    run.add_argument("script", nargs=argparse.REMAINDER, metavar="SCRIPT.py ARGS",
+                     help="the script and its arguments")
+    run.set_defaults(run=cmd_run)
+
     cache = sub.add_parser("cache", help="the preprocess cache: info or clear")
     cache.add_argument("action", choices=["info", "clear"])
+    cache.add_argument("--cache-dir", metavar="DIR",
+                       help=f"the cache folder (default: ${ENV_CACHE_DIR}, else the user's cache "
+                            "folder)")
     cache.set_defaults(run=cmd_cache)
     return parser
-
-
-@contextmanager
-def _logging_for_the_command(debug: bool) -> Iterator[None]:
-    """fastlower's log to stderr; without ``--debug`` ExecuTorch's and torch's chatty
-    warnings (root logger, ``warnings``) are silenced. Restored afterwards, so
-    ``main()`` can be called in-process (tests)."""
-    logger, root, torch_log = (logging.getLogger("fastlower"), logging.getLogger(),
-                               logging.getLogger("torch"))
-    saved = (logger.level, root.level, torch_log.level)
-    handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(logging.Formatter("fastlower: %(levelname)s: %(message)s"))
-    logger.addHandler(handler)
-    logger.setLevel(logging.DEBUG if debug else logging.WARNING)
-    if not debug:
-        root.setLevel(logging.ERROR)
-    try:
-        with warnings.catch_warnings():
-            if not debug:
-                warnings.simplefilter("ignore")
-            yield
-    finally:
-        logger.removeHandler(handler)
-        logger.setLevel(saved[0])
-        root.setLevel(saved[1])
-        torch_log.setLevel(saved[2])
 
 
 def main(argv: Optional[List[str]] = None) -> int:
@@ -403,7 +462,8 @@ def main(argv: Optional[List[str]] = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     run: Callable[[Any], int] = args.run
-    with _logging_for_the_command(args.debug):
+    logging_for = script_logging if args.command == "run" else command_logging
+    with logging_for(args.debug):
         try:
             return run(args)
         except UsageError as exc:

@@ -13,13 +13,11 @@ partition a cache hit); both times are printed next to the reference's.
 from __future__ import annotations
 
 import argparse
-import logging
 import tempfile
 import time
-import warnings
 from typing import Optional
 
-from .console import out
+from .console import command_logging, out, quiet_torch
 
 
 def _lower(n_layers: int, use_fastlower: bool, cache_dir: Optional[str] = None):
@@ -52,9 +50,14 @@ def main(argv=None) -> int:
     parser.add_argument("--no-reference", action="store_true",
                         help="skip the reference lowering (and the comparison)")
     args = parser.parse_args(argv)
-    warnings.filterwarnings("ignore")
-    logging.disable(logging.WARNING)
+    # the command's own handlers and a scoped warnings filter (console.command_logging),
+    # never logging.disable or a process-wide filter
+    with command_logging(debug=False):
+        quiet_torch(debug=False)
+        return _demo(args)
 
+
+def _demo(args) -> int:
     import torch
 
     from .examples.llama import eager_reference
@@ -72,6 +75,8 @@ def main(argv=None) -> int:
         report = last_report()
         warm, _, t_warm = _lower(args.layers, use_fastlower=True, cache_dir=cache_dir)
         warm_report = last_report()
+    if report is None or warm_report is None:
+        raise RuntimeError("fastlower made no report: the lowering did not run fastlower")
     out(report.format())
     out(f"fastlower to_backend: cold cache {t_ours:.2f} s ({report.preprocess_runner}); "
           f"warm cache {t_warm:.2f} s ({sum(warm_report.cache_hits.values())} hits, "

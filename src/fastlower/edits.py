@@ -161,10 +161,9 @@ class PartitionerEdits:
 
 def _same_structure(edited: GraphModule, original: GraphModule) -> bool:
     """The structure check ``to_backend`` makes on the top graph (op, target, input nodes)."""
-    from .encode import structure_arrays
-    from .plan import first_difference
+    from .encode import structure_difference
 
-    return first_difference(*structure_arrays(edited), *structure_arrays(original)) < 0
+    return structure_difference(edited, original) < 0
 
 
 def _bodies(gm: GraphModule) -> Dict[str, GraphModule]:

@@ -179,26 +179,50 @@ def taken_lowered_indices(*modules: torch.nn.Module) -> List[int]:
     return sorted(taken)
 
 
-def structure_arrays(gm: torch.fx.GraphModule) -> Tuple[List[int], List[int], List[int], List[int]]:
-    """(op, target id, input offsets, input ids) of every node, for graph identity checks."""
+class TargetKeys:
+    """A small integer per distinct node target, for one comparison of graphs.
+
+    Equal keys mean the same target: strings by value, anything else by identity.
+    The table holds every non-string target it numbered, so no target can be freed
+    and its ``id`` reused for another while the table lives; it lives as long as
+    one comparison, so nothing accumulates and no other thread shares it.
+    """
+
+    def __init__(self) -> None:
+        self._keys: Dict[object, int] = {}
+        self._held: List[object] = []
+
+    def __call__(self, target: object) -> int:
+        key = target if isinstance(target, str) else id(target)
+        k = self._keys.get(key)
+        if k is None:
+            if not isinstance(target, str):
+                self._held.append(target)
+            k = self._keys[key] = len(self._keys)
+        return k
+
+
+def structure_arrays(gm: torch.fx.GraphModule,
+                     keys: TargetKeys) -> Tuple[List[int], List[int], List[int], List[int]]:
+    """(op, target key, input offsets, input ids) of every node, for graph identity checks."""
     nodes = list(gm.graph.nodes)
     index = {node: i for i, node in enumerate(nodes)}
-    op, target, offsets, flat = [], [], [0], []
+    op: List[int] = []
+    target: List[int] = []
+    offsets: List[int] = [0]
+    flat: List[int] = []
     for node in nodes:
         op.append(_OP_CODES[node.op])
-        target.append(_target_key(node.target))
+        target.append(keys(node.target))
         flat.extend(index[x] for x in node.all_input_nodes)
         offsets.append(len(flat))
     return op, target, offsets, flat
 
 
-_TARGET_KEYS: Dict[object, int] = {}
+def structure_difference(a: torch.fx.GraphModule, b: torch.fx.GraphModule) -> int:
+    """The first node index where ``a`` and ``b`` differ in op, target or input nodes
+    (the reference's structural check), or -1 when they do not."""
+    from .plan import first_difference
 
-
-def _target_key(target) -> int:
-    """A small integer per distinct target, stable within the process."""
-    key = target if isinstance(target, str) else id(target)
-    k = _TARGET_KEYS.get(key)
-    if k is None:
-        k = _TARGET_KEYS[key] = len(_TARGET_KEYS)
-    return k
+    keys = TargetKeys()
+    return first_difference(*structure_arrays(a, keys), *structure_arrays(b, keys))

@@ -20,11 +20,11 @@ from ._twin.fusion import OP_PLACEHOLDER
 from .apply import GraphBuilder, Partition, SignatureIndex
 from .backends import copy_for_backend, find_backend, make_lowered_module
 from .edits import PartitionerEdits, find_edits
-from .encode import Interner, encode_graph, structure_arrays, taken_lowered_indices
+from .encode import Interner, encode_graph, structure_difference, taken_lowered_indices
 from .partitioners import accelerated as native_partitioners
 from .programs import lazy_module_copy, unvalidated_program
 from .plan import (
-    INSERT, PROGRAM, GraphPlan, PlanStop, first_difference, iter_partitions, plan_program,
+    INSERT, PROGRAM, GraphPlan, PlanStop, iter_partitions, plan_program,
 )
 from .preprocess.jobs import PreprocessJob, overrides_preprocess_multimethod
 from .preprocess.run import preprocess_partitions
@@ -66,8 +66,7 @@ def _constants_for_partitioner(constants: Mapping[str, object]) -> Dict[str, obj
 
 def check_unmodified(tagged: ExportedProgram, original: ExportedProgram, partitioner) -> None:
     """The partitioner may tag nodes but not change the graph's structure."""
-    diff = first_difference(*structure_arrays(tagged.graph_module),
-                            *structure_arrays(original.graph_module))
+    diff = structure_difference(tagged.graph_module, original.graph_module)
     if diff >= 0:
         nodes = list(tagged.graph_module.graph.nodes)
         orig = list(original.graph_module.graph.nodes)

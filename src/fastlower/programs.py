@@ -10,18 +10,24 @@ verifier run could not fail where the input's passed.
 
 ``FASTLOWER_VALIDATE_ALL=1`` restores the verifier run on every program
 (tests use it to check that claim).
+
+Programs are assembled as ``ExportedProgram.__init__`` assembles them (see
+``_construct``), so fastlower can give the lazy ``GraphModule`` without swapping
+torch's module-level factory, which another thread's ``torch.export`` would see.
 """
 
 from __future__ import annotations
 
 import copy
 import os
-import threading
-from contextlib import contextmanager
-from typing import Any, Iterator
+from typing import Any, Callable, Dict, List, Optional
 
+import torch
+from torch._export.verifier import Verifier
 from torch.export import ExportedProgram
-import torch.export.exported_program as _exported_program
+from torch.export.exported_program import (
+    _common_getitem_elimination_pass, _convert_guards_to_code, _create_graph_module_for_export,
+)
 from torch.fx import GraphModule
 from torch.fx._lazy_graph_module import _LazyGraphModule
 from torch.fx.graph_module import _get_attr
@@ -33,55 +39,57 @@ def validate_all() -> bool:
     return os.environ.get(VALIDATE_ALL_ENV, "").strip().lower() in {"1", "true", "yes", "on"}
 
 
-def _skip_validation() -> None:
-    return None
+def _construct(make_module: Callable[[Any, torch.fx.Graph], GraphModule], validate: bool, *,
+               root: Any, graph: torch.fx.Graph, graph_signature: Any, state_dict: Dict[str, Any],
+               range_constraints: Any, module_call_graph: List[Any],
+               example_inputs: Any = None, constants: Optional[Dict[str, Any]] = None,
+               verifiers: Optional[List[type]] = None) -> ExportedProgram:
+    """``ExportedProgram.__init__`` (torch 2.13) step by step, its module made by
+    ``make_module`` and its verifier run only if ``validate``.
 
-
-_FACTORY_LOCK = threading.RLock()
-
-
-@contextmanager
-def _lazy_program_modules(lazy: bool) -> Iterator[None]:
-    """Inside the block ``ExportedProgram.__init__`` makes a ``_LazyGraphModule``.
-
-    The constructor calls the module-level ``_create_graph_module_for_export``;
-    it is swapped for the block only, under a lock so concurrent lowerings
-    cannot restore each other's swap.
+    Nothing of torch's is swapped: a ``torch.export`` running in another thread
+    meanwhile builds its program exactly as it would alone.
+    ``tests/test_programs.py`` checks that the result has the attributes, types and
+    code of a program made by the constructor itself.
     """
-    if not lazy:
-        yield
-        return
-    with _FACTORY_LOCK:
-        eager = _exported_program._create_graph_module_for_export
-        _exported_program._create_graph_module_for_export = _LazyGraphModule
-        try:
-            yield
-        finally:
-            _exported_program._create_graph_module_for_export = eager
+    graph._codegen = torch.fx.graph.CodeGen()  # as __init__: a flat graph, no pytree codegen
+    module = make_module(root, graph)
+    if isinstance(root, torch.fx.GraphModule):
+        module.meta.update(root.meta)
+    _common_getitem_elimination_pass(module, graph_signature, module_call_graph)
+    if module_call_graph is None:
+        raise ValueError("module_call_graph must not be None")
+    verifiers = verifiers or [Verifier]
+    if not all(isinstance(v, type) and issubclass(v, Verifier) for v in verifiers):
+        raise TypeError(f"all verifiers must be subclasses of Verifier, got {verifiers}")
+    program = ExportedProgram.__new__(ExportedProgram)
+    program._graph_module = module
+    program._graph_signature = graph_signature
+    program._state_dict = state_dict
+    program._range_constraints = range_constraints
+    program._module_call_graph = module_call_graph
+    program._example_inputs = example_inputs
+    program._constants = constants or {}
+    program._verifiers = verifiers
+    if validate:
+        program.validate()
+    program._guards_code = _convert_guards_to_code(module)
+    return program
 
 
 def unvalidated_program(*, lazy: bool = False, **kwargs: Any) -> ExportedProgram:
-    """``ExportedProgram(**kwargs)`` built by its own constructor, minus the verifier run.
+    """``ExportedProgram(**kwargs)`` minus the verifier run (unless ``FASTLOWER_VALIDATE_ALL``).
 
-    The instance attribute ``validate`` shadows the method for the duration of
-    ``__init__`` only, so the object is a plain ``ExportedProgram`` afterwards
-    (``_validate()`` works on it as on any other).
+    The result is a plain ``ExportedProgram`` (``_validate()`` works on it as on any
+    other).
 
     ``lazy``: the program's ``GraphModule`` generates its Python code on first
     use (``torch.fx``'s ``_LazyGraphModule``, as ``torch.compile`` uses), not at
     construction; most partition programs are only read by their backend.
     Copies made with ``copy.deepcopy`` stay lazy.
     """
-    with _lazy_program_modules(lazy):
-        if validate_all():
-            return ExportedProgram(**kwargs)
-        program = ExportedProgram.__new__(ExportedProgram)
-        program.validate = _skip_validation
-        try:
-            ExportedProgram.__init__(program, **kwargs)
-        finally:
-            del program.validate
-        return program
+    make_module = _LazyGraphModule if lazy else _create_graph_module_for_export
+    return _construct(make_module, validate_all(), **kwargs)
 
 
 def lazy_module_copy(gm: GraphModule) -> GraphModule:
@@ -92,7 +100,7 @@ def lazy_module_copy(gm: GraphModule) -> GraphModule:
     control-flow bodies, lowered modules), of ``meta`` and ``training``: the
     parts ``ExportedProgram.__init__`` takes from its root.
     """
-    memo: dict = {}
+    memo: Dict[int, Any] = {}
     graph = copy.deepcopy(gm.graph, memo)
     attrs = {n.target: copy.deepcopy(_get_attr(gm, n.target), memo) for n in graph.nodes
              if n.op in ("get_attr", "call_module")}

@@ -1,4 +1,4 @@
-"""Process-wide switches, mirroring ``backend_api``'s ``_ENABLE_VALIDATION``."""
+"""Switches: validation (process-wide, as the reference's) and strictness (per context)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,12 @@ _ENABLE_VALIDATION: bool = True
 
 
 def validation_enabled() -> bool:
-    return _ENABLE_VALIDATION
+    """Whether the partitioner check runs: neither fastlower's switch nor the reference's
+    (``backend_api.disable_validation()`` / ``validation_disabled()``, which ExecuTorch's
+    own ``executorch.export`` stages use) turned it off."""
+    from executorch.exir.backend import backend_api
+
+    return _ENABLE_VALIDATION and bool(getattr(backend_api, "_ENABLE_VALIDATION", True))
 
 
 def disable_validation() -> None:

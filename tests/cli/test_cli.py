@@ -12,6 +12,7 @@ import jsonschema
 import pytest
 import torch
 
+import fastlower
 from fastlower import cli
 from fastlower.report import json as report_json
 
@@ -47,12 +48,14 @@ def files(tmp_path_factory):
 
 @pytest.fixture
 def preprocess_env(monkeypatch, tmp_path):
-    """The CLI sets these; monkeypatch restores them after the test."""
-    for name in (cli.ENV_WORKERS, cli.ENV_NO_CACHE):
-        monkeypatch.setenv(name, "unset-by-test")
-        monkeypatch.delenv(name)
+    """The cache folder the CLI uses by default, in the test's folder; no worker count
+    from the environment. The CLI itself writes no environment variable (checked)."""
+    monkeypatch.delenv("FASTLOWER_WORKERS", raising=False)
     monkeypatch.setenv(cli.ENV_CACHE_DIR, str(tmp_path / "cache"))
-    return tmp_path / "cache"
+    before = {k: v for k, v in os.environ.items() if k != "PYTEST_CURRENT_TEST"}
+    yield tmp_path / "cache"
+    after = {k: v for k, v in os.environ.items() if k != "PYTEST_CURRENT_TEST"}
+    assert after == before, "the CLI changed the environment"
 
 
 def _run(capsys, *argv):
@@ -77,18 +80,40 @@ def test_lower_with_xnnpack_writes_the_pte_reports_and_checks_it(files, tmp_path
     assert "aten.cumsum" in {n["op"] for n in report["not_delegated"]}
     assert "<html" in page.read_text()
     assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []  # no temp left
-    # --workers and the cache reach the parallel preprocess through the environment
-    assert os.environ[cli.ENV_WORKERS] == "2"
-    assert os.environ[cli.ENV_CACHE_DIR] == str(preprocess_env)
+    # --workers and the cache (on by default, in $FASTLOWER_CACHE_DIR) reached the preprocess
+    assert fastlower.last_report().preprocess_runner == "fork pool, 2 workers"
+    assert all(p["cache_hit"] is False for p in report["partitions"])
+    with diskcache.Cache(str(preprocess_env)) as cache:
+        assert len(cache) == len(report["partitions"])
 
 
 def test_lower_with_a_partitioner_class_and_no_cache(files, tmp_path, capsys, preprocess_env):
-    pte = tmp_path / "small.pte"
+    """--no-cache lowers without any cache, though $FASTLOWER_CACHE_DIR names a folder:
+    no hit or miss recorded, the folder never made."""
+    pte, doc = tmp_path / "small.pte", tmp_path / "r.json"
     code, out, err = _run(capsys, "lower", files["small"], "-o", pte, "--partitioner", TOY,
-                          "--no-cache")
+                          "--no-cache", "--report-json", doc)
     assert code == 0, err
     assert "FastlowerToyBackend" in out and pte.stat().st_size > 0
-    assert cli.ENV_CACHE_DIR not in os.environ and os.environ[cli.ENV_NO_CACHE] == "1"
+    report = json.loads(doc.read_text())
+    assert report["partitions"] and all(p["cache_hit"] is None for p in report["partitions"])
+    assert "cache:" not in out and not preprocess_env.exists()
+
+
+def test_cache_dir_option_names_the_cache_folder(files, tmp_path, capsys, preprocess_env):
+    folder, doc = tmp_path / "elsewhere", tmp_path / "r.json"
+    for expected_hit in (False, True):
+        code, out, err = _run(capsys, "lower", files["small"], "-o", tmp_path / "small.pte",
+                              "--partitioner", TOY, "--cache-dir", folder, "--report-json", doc)
+        assert code == 0, err
+        parts = json.loads(doc.read_text())["partitions"]
+        assert parts and all(p["cache_hit"] is expected_hit for p in parts)
+    assert not preprocess_env.exists()  # not the default folder
+    code, out, _ = _run(capsys, "cache", "info", "--cache-dir", folder)
+    assert code == 0 and f"cache: {folder}\nentries: {len(parts)}\n" in out
+    with pytest.raises(SystemExit) as usage:  # argparse's own usage error
+        cli.main(["lower", str(files["small"]), "-o", "x.pte", "--no-cache", "--cache-dir", "d"])
+    assert usage.value.code == 2 and "not allowed with argument" in capsys.readouterr().err
 
 
 def test_a_failed_lowering_leaves_no_file_behind(files, tmp_path, capsys, preprocess_env):

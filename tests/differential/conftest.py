@@ -1,44 +1,42 @@
 """Fixtures for the differential suite.
 
-``impl_under_test`` is ``fastlower.to_backend`` when ``import fastlower;
-fastlower.to_backend`` works, otherwise the reference itself (the suite then
-checks the harness: reference vs reference must be identical), with a
-visible warning."""
+``impl_under_test`` is ``fastlower.to_backend``. When ``import fastlower`` fails the
+suite errors out (collection stops with the reason); it compares the reference with
+itself (a check of the harness) only when ``FASTLOWER_CONFORMANCE_IMPL=reference``
+asks for it.
+"""
 
 import logging
-import os
-import warnings
 
 import pytest
 
 from tests.differential import harness as H
 
-# FASTLOWER_DIFF_IMPL=reference forces the reference (harness self-check).
-_FORCED_REFERENCE = os.environ.get("FASTLOWER_DIFF_IMPL") == "reference"
-_FASTLOWER = None if _FORCED_REFERENCE else H.load_fastlower()
+_FORCED_REFERENCE = H.reference_requested()
+
+
+def _implementation():
+    if _FORCED_REFERENCE:
+        return H.REFERENCE
+    try:
+        return H.load_fastlower()
+    except RuntimeError as exc:
+        raise pytest.UsageError(f"fastlower differential suite: {exc}") from exc
+
+
+_IMPL = _implementation()
 
 
 def pytest_report_header(config):
-    if _FASTLOWER is None:
-        why = (
-            "FASTLOWER_DIFF_IMPL=reference"
-            if _FORCED_REFERENCE
-            else "fastlower.to_backend NOT importable"
-        )
-        return f"fastlower differential: {why} -> comparing the REFERENCE with itself"
-    return f"fastlower differential: impl under test = {H.impl_name(_FASTLOWER)}"
+    if _FORCED_REFERENCE:
+        return (f"fastlower differential: {H.IMPL_ENV}=reference -> comparing the REFERENCE "
+                "with itself")
+    return f"fastlower differential: impl under test = {H.impl_name(_IMPL)}"
 
 
 @pytest.fixture(scope="session")
 def impl_under_test():
-    if _FASTLOWER is None and not _FORCED_REFERENCE:
-        warnings.warn(
-            "fastlower.to_backend is not importable: the differential suite "
-            "compares the reference to_backend with ITSELF",
-            UserWarning,
-            stacklevel=1,
-        )
-    return H.REFERENCE if _FASTLOWER is None else _FASTLOWER
+    return _IMPL
 
 
 @pytest.fixture(scope="session", autouse=True)

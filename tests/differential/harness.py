@@ -59,14 +59,35 @@ PATHS = ("direct", "spec", "manager", "etl")
 # --------------------------------------------------------------------------- #
 # Implementation selection / patching
 # --------------------------------------------------------------------------- #
-def load_fastlower() -> Optional[Callable]:
-    """``fastlower.to_backend`` if importable, else None."""
+IMPL_ENV = "FASTLOWER_CONFORMANCE_IMPL"  # "reference": test the reference against itself
+
+
+def reference_requested() -> bool:
+    """Whether the run asks, explicitly, to compare the reference with itself
+    (``FASTLOWER_CONFORMANCE_IMPL=reference``; ``FASTLOWER_DIFF_IMPL=reference`` too)."""
+    return any(os.environ.get(name, "").strip().lower() == "reference"
+               for name in (IMPL_ENV, "FASTLOWER_DIFF_IMPL"))
+
+
+def load_fastlower() -> Callable:
+    """``fastlower.to_backend``, or an error saying why it cannot be had.
+
+    Never a silent fall-back to the reference: a suite that compared the reference
+    with itself would pass whatever state fastlower is in. Ask for that explicitly
+    with ``FASTLOWER_CONFORMANCE_IMPL=reference``.
+    """
     try:
-        import fastlower  # noqa: F401
+        import fastlower
 
         impl = fastlower.to_backend
-    except Exception:  # ImportError, AttributeError, anything while importing
-        return None
+    except Exception as exc:  # ImportError, AttributeError, anything while importing
+        raise RuntimeError(
+            f"`import fastlower; fastlower.to_backend` failed ({type(exc).__name__}: {exc}); "
+            f"install the project (pip install '.[test]') or run with {IMPL_ENV}=reference "
+            "to compare the reference with itself") from exc
+    if impl is REFERENCE:
+        raise RuntimeError("fastlower.to_backend IS the reference's to_backend: nothing would "
+                           "be tested")
     return impl
 
 

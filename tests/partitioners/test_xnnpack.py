@@ -125,3 +125,60 @@ def test_patch_installed_uses_native_partitioners(native_calls):
     with fastlower.patch.installed():
         to_edge_transform_and_lower(built.aten, partitioner=[XnnpackPartitioner()])
     assert native_calls == ["group"]
+
+
+# ----------------------------------------------------------------------------- user models
+# Programs as users make them (fastlower.examples.user_models): ExecuTorch's own llama
+# Transformer and Hugging Face decoders, through plain to_edge (linear decomposed into
+# permute + addmm, so XNNPACK's GEMM configs use get_source_partitions) and through
+# to_edge_transform_and_lower's partitioning step.
+
+_USER_MODELS = ["executorch_llama", "hf_llama", "hf_gpt2"]
+
+
+@pytest.mark.parametrize("name", _USER_MODELS)
+@pytest.mark.parametrize("n_layers", [1, 2, pytest.param(4, marks=pytest.mark.slow)])
+def test_user_model_tags_plain_to_edge(name, n_layers, native_calls):
+    pytest.importorskip("transformers")
+    from fastlower.examples.user_models import edge_program
+
+    program = edge_program(name, n_layers)
+    assert _same_tags(XnnpackPartitioner(), program) >= n_layers
+    assert native_calls == ["group"]
+
+
+@pytest.mark.parametrize("name", ["executorch_llama", pytest.param("hf_llama", marks=pytest.mark.slow),
+                                  pytest.param("hf_gpt2", marks=pytest.mark.slow)])
+def test_user_model_tags_transform_and_lower_path(name, native_calls):
+    """The program to_edge_transform_and_lower partitions (linear preserved): the same
+    tags with the reference's code and with acceleration on."""
+    pytest.importorskip("transformers")
+    from executorch.exir import to_edge_transform_and_lower
+
+    from fastlower.examples.user_models import aten_program
+
+    class Partitioned(Exception):
+        """Stops the lowering once the tags are known (no backend preprocess)."""
+
+    class Recording(XnnpackPartitioner):
+        def partition(self, exported_program):
+            self.tags = _tags(super().partition(exported_program))
+            raise Partitioned
+
+    tags = {}
+    for impl, context in (("reference", fp.reference), ("accelerated", fp.accelerated)):
+        partitioner = Recording()
+        with context(), pytest.raises(Partitioned):
+            to_edge_transform_and_lower(aten_program(name, 2), partitioner=[partitioner])
+        tags[impl] = partitioner.tags
+    assert tags["accelerated"] == tags["reference"] and len(tags["reference"][1]) >= 2
+    assert native_calls == ["group"]
+
+
+def test_vulkan_tags_plain_to_edge():
+    """VulkanPartitioner (torch.fx's CapabilityBasedPartitioner underneath)."""
+    vulkan = pytest.importorskip("executorch.backends.vulkan.partitioner.vulkan_partitioner")
+    from fastlower.examples.user_models import edge_program
+
+    program = edge_program("executorch_llama", 1)
+    assert _same_tags(vulkan.VulkanPartitioner(), program) >= 1

@@ -205,12 +205,17 @@ def assert_unchanged(program: ExportedProgram, before: tuple) -> None:
 
 
 def child_processes() -> List[psutil.Process]:
-    """This process's live descendants (zombies excluded)."""
+    """This process's live descendants (zombies excluded), but resource trackers: the one
+    process each of ``multiprocessing`` and loky starts once, at the first spawned worker,
+    to clean up after workers, and which exits with this process."""
     found = []
     for proc in psutil.Process().children(recursive=True):
         try:
-            if proc.status() != psutil.STATUS_ZOMBIE:
-                found.append(proc)
+            if proc.status() == psutil.STATUS_ZOMBIE:
+                continue
+            if any("resource_tracker" in part for part in proc.cmdline()):
+                continue
+            found.append(proc)
         except psutil.NoSuchProcess:
             continue
     return found

@@ -101,8 +101,17 @@ def test_backend_with_own_preprocess_multimethod_stays_serial():
 
 
 def test_progress_bar_when_asked(capsys):
+    import threading
+
+    import tqdm
+
+    interval = tqdm.tqdm.monitor_interval
+    monitors = [t for t in threading.enumerate() if type(t).__name__ == "TMonitor"]
     _lower(2, progress=True)
     assert "preprocess" in capsys.readouterr().err
+    # fastlower's bar has no monitor thread, and every other bar keeps tqdm's setting
+    assert tqdm.tqdm.monitor_interval == interval
+    assert [t for t in threading.enumerate() if type(t).__name__ == "TMonitor"] == monitors
     _lower(2, progress=False)
     assert capsys.readouterr().err == ""
 

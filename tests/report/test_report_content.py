@@ -140,6 +140,30 @@ def test_last_report_is_per_thread():
     assert fastlower.last_report() is before  # other threads' lowerings do not leak here
 
 
+def test_collecting_gathers_each_finished_lowering_in_order():
+    """The "a lowering finished" hook: a block gets every report made inside it, in order;
+    another thread's only with all_threads; nothing after the block ends."""
+    def lower(program):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            return fastlower.to_backend(program, add_mul_partitioner())
+
+    other: list = []
+    with fastlower.report.collecting() as mine, \
+            fastlower.report.collecting(all_threads=True) as everyone:
+        first = lower(add_mul_sin_program())
+        with fastlower.report.collecting() as inner:  # blocks nest
+            second = lower(cond_program())
+        thread = threading.Thread(target=lambda: other.append(lower(add_mul_sin_program())))
+        thread.start()
+        thread.join()
+    lower(add_mul_sin_program())  # after the blocks: not collected
+    assert mine == [fastlower.report_for(first), fastlower.report_for(second)]
+    assert inner == [fastlower.report_for(second)]
+    assert everyone == mine + [fastlower.report_for(other[0])]
+    assert all(r is not None for r in everyone)
+
+
 def test_json_document_follows_its_schema():
     _, report = _lower(cond_program(), add_mul_partitioner())
     doc = json.loads(report_json.dumps(report))

@@ -144,9 +144,11 @@ def propose_capability_partitions(users_offsets: Sequence[int], users: Sequence[
 
     def downstream_partitions(user_nodes, source_ids) -> Set[int]:
         found: Set[int] = set()
+        expanded: Set[int] = set()  # a partition's map is added once
         for x in reachable(user_nodes):
             t = assignment[x]
-            if t != -1:
+            if t != -1 and t not in expanded:
+                expanded.add(t)
                 found.add(t)
                 found.update(partition_map.get(t, ()))
         found.difference_update(source_ids)

@@ -1,39 +1,46 @@
-"""``accelerated()``: inside it, every ``CapabilityBasedPartitioner`` and
-``GroupBasedPartitioner`` of the current thread proposes natively.
+"""``accelerated()``: inside it, the calling thread's (or asyncio task's) canonical
+partitioners, ``get_source_partitions`` and graph-signature lookups run natively.
 
-The classes are patched once, on first use, and never restored: the patched
-``propose_partitions`` asks a per-thread depth counter whether the calling thread is
-inside ``accelerated()`` and otherwise runs the reference's code, so threads lowering
-at once neither see nor undo each other's switch.  The reference builds each node's full
-downstream (and upstream) set in ``__init__``; inside ``accelerated()`` those
-``_DependencyViewer`` objects are built lazily, only if some code still reads them.
+The state is two context variables: whether the caller is inside ``accelerated()``
+(``reference()`` turns it off for a block; the environment switch is read on entry), and
+the *scope* of the outermost
+``accelerated()`` block, which holds the caches built inside it (source partitions per
+graph, signature maps).  A scope's caches die with the block, so nothing built under one
+lowering can be seen by code outside it, and an edit made outside every scope can never
+leave a stale entry behind.
+
+The patches themselves (see :mod:`.registry`) are installed on the first
+``accelerated()`` entry and stay until :func:`uninstall`; each runs the original code
+when :func:`is_active` is false.
 """
 
 from __future__ import annotations
 
-import logging
 import os
-import threading
 from contextlib import contextmanager
-from typing import Generator, List
+from contextvars import ContextVar
+from typing import Any, Dict, Generator, Optional
 
-from torch.fx.passes.infra.partitioner import CapabilityBasedPartitioner, Partition
-
-from . import native
-from .encoding import NotEncodable
-
-log = logging.getLogger("fastlower.partitioners")
+from . import registry
 
 ENV = "FASTLOWER_NATIVE_PARTITIONERS"
 
-_state = threading.local()
-_install_lock = threading.Lock()
-_installed = False
-_reference_capability_propose = CapabilityBasedPartitioner.propose_partitions
-_reference_group_propose = native.GroupBasedPartitioner.propose_partitions
-# the reference's viewer classes (the lazy ones installed later subclass them)
-_REFERENCE_VIEWERS = (native._capability_module._DependencyViewer,
-                      native._group_module._DependencyViewer)
+
+class Scope:
+    """Caches of one outermost ``accelerated()`` block (see :mod:`.source_partitions`,
+    :mod:`.signatures`)."""
+
+    __slots__ = ("graphs", "signatures", "signature_epoch", "generation")
+
+    def __init__(self) -> None:
+        self.graphs: Dict[Any, Any] = {}       # fx Graph -> source_partitions.GraphCache
+        self.signatures: Dict[int, Any] = {}   # id(ExportGraphSignature) -> signatures.Entry
+        self.signature_epoch = 0               # bumped by every spec/argument attribute write
+        self.generation = registry.generation  # the patches' install generation it was made under
+
+
+_ON: ContextVar[bool] = ContextVar("fastlower_accelerated", default=False)
+_SCOPE: ContextVar[Optional[Scope]] = ContextVar("fastlower_accelerated_scope", default=None)
 
 
 def enabled_by_environment() -> bool:
@@ -42,101 +49,67 @@ def enabled_by_environment() -> bool:
 
 
 def is_active() -> bool:
-    """Whether the calling thread is inside ``accelerated()`` (and the environment allows it)."""
-    return getattr(_state, "depth", 0) > 0 and enabled_by_environment()
+    """Whether the calling thread/task is inside ``accelerated()`` (outside ``reference()``),
+    the patches are installed, and the environment allowed it when the block was entered."""
+    return _ON.get() and registry._installed
 
 
-def _lazy_viewer(reference_class: type) -> type:
-    class LazyDependencyViewer(reference_class):
-        """The reference's ``_DependencyViewer``, computed on first use when built inside
-        ``accelerated()`` (the native partitioners never read it)."""
-
-        def __init__(self, graph_module) -> None:
-            if is_active():
-                self._graph_module = graph_module
-            else:
-                reference_class.__init__(self, graph_module)
-
-        def __getattr__(self, name: str):
-            # only reached for attributes not set yet: downstreams / upstreams of a lazy viewer
-            graph_module = self.__dict__.get("_graph_module")
-            if graph_module is None or name.startswith("__"):
-                raise AttributeError(name)
-            del self.__dict__["_graph_module"]
-            reference_class.__init__(self, graph_module)
-            return getattr(self, name)
-
-    LazyDependencyViewer.__name__ = LazyDependencyViewer.__qualname__ = reference_class.__name__
-    LazyDependencyViewer.__module__ = reference_class.__module__
-    return LazyDependencyViewer
-
-
-def _custom_viewer(partitioner) -> bool:
-    viewer = getattr(partitioner, "dependency_viewer", None)
-    return not isinstance(viewer, _REFERENCE_VIEWERS)
-
-
-def _capability_propose(self) -> List[Partition]:
-    if is_active() and not _custom_viewer(self):
-        try:
-            return native.propose_capability(self)
-        except NotEncodable as exc:
-            log.debug("native CapabilityBasedPartitioner declined: %s", exc)
-    return _reference_capability_propose(self)
-
-
-def _group_propose(self) -> List[Partition]:
-    if is_active() and not _custom_viewer(self):
-        hook = native.overrides_hooks(self, native.GroupBasedPartitioner, native.GROUP_HOOKS[1:])
-        if hook is None:
-            try:
-                return native.propose_group(self)
-            except NotEncodable as exc:
-                log.debug("native GroupBasedPartitioner declined: %s", exc)
-        else:
-            log.debug("%s overrides %s: using its own propose_partitions", type(self).__name__, hook)
-    return _reference_group_propose(self)
+def current_scope() -> Optional[Scope]:
+    """The caches of the calling context's outermost ``accelerated()`` block, if any (also
+    inside a nested ``reference()`` block: edits made there must still reach them)."""
+    scope = _SCOPE.get()
+    if scope is not None and scope.generation != registry.generation:
+        # the patches were removed and put back since: edits in between were not seen
+        scope.graphs.clear()
+        scope.signatures.clear()
+        scope.generation = registry.generation
+    return scope
 
 
 def _install() -> None:
-    global _installed
-    with _install_lock:
-        if _installed:
-            return
-        for module in (native._capability_module, native._group_module):
-            if not getattr(module._DependencyViewer, "_fastlower_lazy", False):
-                lazy = _lazy_viewer(module._DependencyViewer)
-                lazy._fastlower_lazy = True
-                module._DependencyViewer = lazy
-        _capability_propose.__doc__ = _reference_capability_propose.__doc__
-        _group_propose.__doc__ = _reference_group_propose.__doc__
-        CapabilityBasedPartitioner.propose_partitions = _capability_propose
-        native.GroupBasedPartitioner.propose_partitions = _group_propose
-        _installed = True
+    from . import canonical, graph_edits, signatures, source_partitions, xnnpack_gemm  # noqa: F401
+
+    registry.install()
 
 
 @contextmanager
 def accelerated() -> Generator[None, None, None]:
-    """Within the block, the calling thread's ``CapabilityBasedPartitioner`` and
-    ``GroupBasedPartitioner`` instances propose partitions natively (same partitions, ids
-    and node order as the reference).  Subclasses overriding ``propose_partitions`` or a
-    hook it relies on keep their own code.  ``FASTLOWER_NATIVE_PARTITIONERS=0`` disables it.
-    Re-entrant and thread-safe."""
+    """Within the block, the calling thread's (or task's) ``CapabilityBasedPartitioner``
+    and ``GroupBasedPartitioner`` propose partitions natively, torch.fx's
+    ``get_source_partitions`` is answered from a per-graph index, and
+    ``ExportGraphSignature.inputs_to_*`` (so ``is_param``/``is_buffer``/
+    ``is_lifted_tensor_constant``) from a per-signature map: the same results as the
+    reference.  Subclasses overriding ``propose_partitions`` or a hook it relies on keep
+    their own code.  ``FASTLOWER_NATIVE_PARTITIONERS=0`` disables it.  Re-entrant;
+    threads and asyncio tasks are independent."""
     _install()
-    _state.depth = getattr(_state, "depth", 0) + 1
+    on_token = _ON.set(enabled_by_environment())
+    scope_token = _SCOPE.set(Scope()) if _SCOPE.get() is None else None
     try:
         yield
     finally:
-        _state.depth -= 1
+        if scope_token is not None:
+            _SCOPE.reset(scope_token)
+        _ON.reset(on_token)
 
 
 @contextmanager
 def reference() -> Generator[None, None, None]:
-    """Within the block, the calling thread runs the reference's partitioners even inside
+    """Within the block, the calling thread/task runs the reference's code even inside
     ``accelerated()`` (for comparisons)."""
-    saved = getattr(_state, "depth", 0)
-    _state.depth = 0
+    token = _ON.set(False)
     try:
         yield
     finally:
-        _state.depth = saved
+        _ON.reset(token)
+
+
+def uninstall() -> None:
+    """Remove every patch fastlower installed and restore the original bindings
+    (``accelerated()`` installs them again when next entered)."""
+    registry.uninstall()
+
+
+def installed_patches():
+    """The bindings fastlower has replaced now, one line each (empty when uninstalled)."""
+    return registry.installed_patches()

@@ -1,4 +1,21 @@
-"""Where partitions are preprocessed: in this process, a fork pool, or any ``Executor``.
+"""Where partitions are preprocessed: in this process, a pool of fastlower's own, or any
+``Executor``.
+
+fastlower's pool starts its workers in one of two ways:
+
+* ``fork`` (the default when no other Python thread is alive in the process, tqdm's
+  monitor thread aside, see :func:`other_threads`): the
+  workers are forked after the partition programs exist and find their job by index;
+  nothing is pickled and pages are shared copy-on-write. A fork copies only the
+  calling thread, so a lock another thread holds at that moment stays held for ever
+  in the child: with other threads alive, fork can hang a worker;
+* ``spawn`` (the default when other Python threads are alive; ``start_method="spawn"``
+  always): fresh interpreters (loky's pool: ``fork`` + ``exec`` in C, the caller's
+  ``__main__`` is not run again), which import torch, ExecuTorch and the backend and
+  get each partition serialized as an ``Executor`` gets it (``transport``). Safe
+  whatever other threads do, at the cost of the start-up and the serialization. A job
+  whose backend class cannot be imported by name (a class defined in a function or in
+  the ``__main__`` script) runs in this process instead.
 
 Each runner takes the jobs and a ``done(job, result, seconds)`` callback, calls
 it once per job as results arrive, and returns when all are done. When jobs
@@ -20,16 +37,24 @@ failure and joined in every case.
 
 from __future__ import annotations
 
+import importlib
 import logging
 import multiprocessing
 import os
 import signal
+import sys
 import threading
 from concurrent.futures import (
-    FIRST_COMPLETED, BrokenExecutor, Executor, Future, ProcessPoolExecutor, wait,
+    FIRST_COMPLETED,
+    BrokenExecutor,
+    Executor,
+    Future,
+    ProcessPoolExecutor,
+    wait,
 )
 from concurrent.futures.process import BrokenProcessPool
-from typing import Callable, Dict, List, Optional, Sequence, Tuple
+from contextlib import ExitStack, contextmanager
+from typing import Callable, Dict, Iterator, List, Optional, Sequence, Tuple
 
 from executorch.exir.backend.backend_details import PreprocessResult
 
@@ -164,7 +189,7 @@ def run_fork_pool(jobs: Sequence[PreprocessJob], workers: int, done: Done,
     processes: Dict[int, object] = {}
     finished: set = set()
     try:
-        with _FORK_LOCK:
+        with _FORK_LOCK, _monitors_paused():
             _INHERITED, _STARTED = list(jobs), started
             try:
                 # with the fork context every worker is forked on the first submit
@@ -193,6 +218,81 @@ def run_fork_pool(jobs: Sequence[PreprocessJob], workers: int, done: Done,
         raise
     finally:
         pool.shutdown(wait=True, cancel_futures=True)
+
+
+def run_spawn_pool(jobs: Sequence[PreprocessJob], workers: int, done: Done,
+                   failure: EarliestFailure) -> None:
+    """The jobs on ``workers`` fresh interpreters; programs travel serialized, as to any
+    ``Executor``.
+
+    The pool is loky's ``ProcessPoolExecutor`` (joblib's): it starts workers with
+    ``fork`` + ``exec`` done in C (``_posixsubprocess``), safe whatever other threads
+    hold, and unlike ``multiprocessing``'s ``spawn`` it does not run the caller's
+    ``__main__`` script again in each worker.
+    """
+    from loky import ProcessPoolExecutor as LokyPool
+    from loky.backend.context import get_context
+
+    pool = LokyPool(max_workers=min(workers, len(jobs)), context=get_context("loky"),
+                    initializer=_worker_start)
+    try:
+        run_on_executor(jobs, pool, done, failure)
+    except BaseException:
+        pool.shutdown(wait=True, kill_workers=True)  # stops the partitions after a failure
+        raise
+    pool.shutdown(wait=True)
+
+
+def _is_tqdm_monitor(thread: threading.Thread) -> bool:
+    cls = type(thread)
+    return cls.__name__ == "TMonitor" and cls.__module__ == "tqdm._monitor"
+
+
+def other_threads() -> List[threading.Thread]:
+    """The process's live Python threads other than the calling one that a fork is not
+    known to be safe with.
+
+    tqdm's monitor thread is not counted: every process that ran a ``torch.fx``
+    ``Interpreter`` (``torch.export``, ``to_edge``) has one, and the only lock it takes
+    is its tqdm class's, which the fork pool holds while it forks (``_monitors_paused``).
+    """
+    me = threading.current_thread()
+    return [t for t in threading.enumerate()
+            if t is not me and t.is_alive() and not _is_tqdm_monitor(t)]
+
+
+@contextmanager
+def _monitors_paused() -> Iterator[None]:
+    """Hold the lock of every live tqdm monitor thread, so none holds it in a forked child.
+
+    (In the child the forking thread owns the re-entrant lock, so a bar there works.)
+    """
+    locks: List[object] = []
+    for thread in threading.enumerate():
+        if _is_tqdm_monitor(thread) and thread.is_alive():
+            lock = thread.tqdm_cls.get_lock()  # type: ignore[attr-defined]
+            if all(lock is not held for held in locks):
+                locks.append(lock)
+    with ExitStack() as stack:
+        for lock in locks:
+            stack.enter_context(lock)  # type: ignore[arg-type]
+        yield
+
+
+def importable_by_name(job: PreprocessJob) -> bool:
+    """Whether a fresh interpreter can import the job's backend class by module and name."""
+    backend = job.backend
+    # a spawned worker does not run the caller's __main__ again: classes there are missing
+    if "<locals>" in backend.__qualname__ or backend.__module__ in ("__main__", "__mp_main__"):
+        return False
+    try:
+        module = sys.modules.get(backend.__module__) or importlib.import_module(backend.__module__)
+        found: object = module
+        for part in backend.__qualname__.split("."):
+            found = getattr(found, part)
+    except Exception:
+        return False
+    return found is backend
 
 
 def _lost_worker(exc: BaseException) -> bool:
@@ -232,10 +332,30 @@ def run_on_executor(jobs: Sequence[PreprocessJob], executor: Executor, done: Don
         raise
 
 
-def choose_runner(workers: int, executor: Optional[Executor], parallel_jobs: int) -> str:
-    """``"executor"``, ``"fork"`` or ``"serial"`` for this many parallelisable jobs."""
-    if executor is not None and parallel_jobs > 0:
+def choose_runner(workers: int, executor: Optional[Executor],
+                  parallel: Sequence[PreprocessJob], start_method: str = "auto") -> str:
+    """``"executor"``, ``"fork"``, ``"spawn"`` or ``"serial"`` for these parallelisable jobs.
+
+    ``start_method`` ``"auto"`` forks only when no other Python thread is alive (see the
+    module's documentation); ``"fork"`` forks whatever runs, ``"spawn"`` never forks.
+    """
+    if executor is not None and parallel:
         return "executor"
-    if workers > 1 and parallel_jobs > 1 and hasattr(os, "fork"):
-        return "fork"
-    return "serial"
+    if workers <= 1 or len(parallel) <= 1:
+        return "serial"
+    method = start_method
+    if method == "auto":
+        threads = other_threads() if hasattr(os, "fork") else []
+        method = "spawn" if threads or not hasattr(os, "fork") else "fork"
+        if threads:
+            log.debug("other threads are alive (%s): preprocess workers are spawned, not forked",
+                      ", ".join(t.name for t in threads[:5]))
+    if method == "fork" and not hasattr(os, "fork"):
+        method = "spawn"
+    if method == "spawn":
+        local = [job for job in parallel if not importable_by_name(job)]
+        if local:
+            log.info("backend %s cannot be imported by name in a spawned worker: preprocess "
+                     "runs in this process", local[0].backend.__qualname__)
+            return "serial"
+    return method

@@ -4,12 +4,29 @@ from __future__ import annotations
 
 import sys
 from contextlib import contextmanager
-from typing import Iterator
+from functools import lru_cache
+from typing import Any, Iterator
 
 
 class _NoBar:
     def update(self, n: int = 1) -> None:
         pass
+
+
+@lru_cache(maxsize=None)
+def _bar_class() -> Any:
+    """tqdm without its monitor thread, for fastlower's bars only.
+
+    The monitor thread could hold a lock while worker processes fork; setting
+    ``tqdm.monitor_interval = 0`` would turn it off for every bar of the process,
+    so the setting is a class attribute of fastlower's own subclass instead.
+    """
+    from tqdm import tqdm
+
+    class PartitionBar(tqdm):
+        monitor_interval = 0
+
+    return PartitionBar
 
 
 @contextmanager
@@ -18,12 +35,8 @@ def partition_bar(total: int, enabled: bool) -> Iterator[object]:
     if not enabled or total <= 1:
         yield _NoBar()
         return
-    from tqdm import tqdm
-
-    # no monitor thread: it could hold a lock while worker processes fork
-    tqdm.monitor_interval = 0
-    bar = tqdm(total=total, desc="preprocess", unit="partition", file=sys.stderr, leave=False,
-               dynamic_ncols=True)
+    bar = _bar_class()(total=total, desc="preprocess", unit="partition", file=sys.stderr,
+                       leave=False, dynamic_ncols=True)
     try:
         yield bar
     finally:

@@ -29,12 +29,14 @@ from typing import Callable, Dict, List, Optional, Sequence, Set
 from executorch.exir.backend.backend_details import PreprocessResult
 
 from .cache import CacheWarning, PreprocessCache, same_result
-from .executors import EarliestFailure, choose_runner, run_fork_pool, run_on_executor, run_serial
+from .executors import (
+    EarliestFailure, choose_runner, run_fork_pool, run_on_executor, run_serial, run_spawn_pool,
+)
 from .failures import CacheVerificationError
 from .jobs import PreprocessJob, call_preprocess
 from .keys import TensorDigests, cache_key
-from .settings import ResolvedOptions, resolve
 from .progress import partition_bar
+from .settings import ResolvedOptions, resolve
 
 
 # backend classes that have preprocessed a partition in this process (see prime())
@@ -69,8 +71,8 @@ def prime(jobs: Sequence[PreprocessJob], done: Callable[[PreprocessJob, Preproce
 
 
 def _runner_label(runner: str, opts: ResolvedOptions, parallel: int) -> str:
-    if runner == "fork":
-        return f"fork pool, {min(opts.workers, parallel)} workers"
+    if runner in ("fork", "spawn"):
+        return f"{runner} pool, {min(opts.workers, parallel)} workers"
     if runner == "executor":
         return f"executor {type(opts.executor).__name__}"
     return "serial"
@@ -129,7 +131,7 @@ def preprocess_partitions(jobs: Sequence[PreprocessJob], report) -> List[Preproc
 
         parallel = [j for j in to_run if j.parallel_ok]
         serial = [j for j in to_run if not j.parallel_ok]
-        runner = choose_runner(opts.workers, opts.executor, len(parallel))
+        runner = choose_runner(opts.workers, opts.executor, parallel, opts.start_method)
         report.preprocess_runner = _runner_label(runner, opts, len(parallel))
         with partition_bar(len(jobs), opts.progress) as bar:
             for index in cached:
@@ -146,6 +148,9 @@ def preprocess_partitions(jobs: Sequence[PreprocessJob], report) -> List[Preproc
                         run_fork_pool(rest, opts.workers, done, failure)
                     else:
                         run_serial(rest, done, failure)
+                elif runner == "spawn":
+                    # spawned workers inherit nothing: priming here would not help them
+                    run_spawn_pool(parallel, opts.workers, done, failure)
                 elif runner == "executor":
                     run_on_executor(parallel, opts.executor, done, failure)
                 else:

@@ -21,6 +21,8 @@ option             environment variable        default
 ``cache_size``     ``FASTLOWER_CACHE_SIZE=B``  2 GB (bytes; least-recently-used eviction)
 ``verify``         ``FASTLOWER_CACHE_VERIFY=1`` off: a hit is trusted
 ``progress``       ``FASTLOWER_PROGRESS=1``    a bar only when stderr is a terminal
+``start_method``   ``FASTLOWER_START_METHOD``  ``auto``: ``fork`` when the calling process
+                                               runs no other Python thread, else ``spawn``
 =================  ==========================  =========================================
 """
 
@@ -33,9 +35,10 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Iterator, Optional, Union
+from typing import Any, Dict, Iterator, Optional, Union
 
 DEFAULT_CACHE_SIZE = 2 * 1024 ** 3
+START_METHODS = ("auto", "fork", "spawn")
 
 
 @dataclass(frozen=True)
@@ -48,6 +51,7 @@ class PreprocessOptions:
     cache_size: Optional[int] = None
     verify: Optional[bool] = None
     progress: Optional[bool] = None
+    start_method: Optional[str] = None
 
 
 _CURRENT = PreprocessOptions()  # process-wide (set_options)
@@ -77,6 +81,7 @@ class ResolvedOptions:
     cache_size: int
     verify: bool
     progress: bool
+    start_method: str = "auto"
 
 
 def resolve() -> ResolvedOptions:
@@ -97,10 +102,15 @@ def resolve() -> ResolvedOptions:
     verify = opts.verify if opts.verify is not None else _env_flag("FASTLOWER_CACHE_VERIFY")
     progress = opts.progress if opts.progress is not None else (
         _env_flag("FASTLOWER_PROGRESS") or sys.stderr.isatty())
+    start_method = (opts.start_method or os.environ.get("FASTLOWER_START_METHOD", "").strip()
+                    or "auto").lower()
+    if start_method not in START_METHODS:
+        raise ValueError(f"preprocess start_method must be one of {START_METHODS}, "
+                         f"got {start_method!r}")
     return ResolvedOptions(
         workers=workers, executor=opts.executor,
         cache_dir=Path(cache_dir).expanduser() if cache_dir else None,
-        cache_size=cache_size, verify=verify, progress=progress)
+        cache_size=cache_size, verify=verify, progress=progress, start_method=start_method)
 
 
 def current() -> PreprocessOptions:
@@ -120,8 +130,8 @@ def set_options(**changes) -> None:
 @contextmanager
 def options(*, workers: Optional[int] = None, executor: Optional[Executor] = None,
             cache_dir: Optional[Union[str, Path]] = None, cache_size: Optional[int] = None,
-            verify: Optional[bool] = None,
-            progress: Optional[bool] = None) -> Iterator[PreprocessOptions]:
+            verify: Optional[bool] = None, progress: Optional[bool] = None,
+            start_method: Optional[str] = None) -> Iterator[PreprocessOptions]:
     """Preprocess settings inside the block; the previous ones are restored after it.
 
     Only the keywords given change; ``None`` keeps the setting as it was.
@@ -129,14 +139,19 @@ def options(*, workers: Optional[int] = None, executor: Optional[Executor] = Non
     (for example ``distributed.Client(...).get_executor()``); partition programs
     are then sent to it serialized. ``cache_dir`` turns the content-addressed
     cache of preprocess results on; ``verify=True`` re-runs ``preprocess`` on
-    every hit and raises if the result differs.
+    every hit and raises if the result differs. ``start_method`` says how
+    fastlower's own pool starts its workers: ``"fork"`` (fast: programs are
+    inherited, not serialized), ``"spawn"`` (fresh interpreters, programs sent
+    serialized; safe whatever other threads run) or ``"auto"`` (the default: fork
+    when no other Python thread is alive in the process, else spawn).
 
     The block's settings hold for the calling thread (context) only: lowerings in
     other threads keep theirs.
     """
-    requested = dict(workers=workers, executor=executor, cache_dir=cache_dir,
-                     cache_size=cache_size, verify=verify, progress=progress)
-    given = {k: v for k, v in requested.items() if v is not None}
+    requested: Dict[str, object] = dict(
+        workers=workers, executor=executor, cache_dir=cache_dir, cache_size=cache_size,
+        verify=verify, progress=progress, start_method=start_method)
+    given: Dict[str, Any] = {k: v for k, v in requested.items() if v is not None}
     scoped = replace(current(), **given)
     token = _SCOPED.set(scoped)
     try:

@@ -7,6 +7,8 @@ Finding a report (see ``registry``):
   ``result`` (weakly mapped: lives as long as the result);
 * ``fastlower.lower_with_report(...)``: ``to_backend``'s arguments in,
   ``(result, report)`` out;
+* ``fastlower.report.collecting()``: a block that gathers every report finished
+  inside it, in order (the "a lowering finished" hook);
 * ``build_report(partition_result)`` / ``preview(program, partitioner)``: the same
   report from the partitioner's tagging alone, no backend run (``preview``).
 
@@ -20,9 +22,10 @@ from .model import (
     Coverage, LoweringReport, NodeRecord, OperatorRecord, PartitionRecord, UndelegatedNode,
 )
 from .preview import build_report, preview, preview_export
-from .registry import last_report, report_for
+from .registry import collecting, last_report, report_for
 
 __all__ = [
     "LoweringReport", "Coverage", "NodeRecord", "OperatorRecord", "PartitionRecord",
-    "UndelegatedNode", "last_report", "report_for", "build_report", "preview", "preview_export",
+    "UndelegatedNode", "last_report", "report_for", "collecting", "build_report", "preview",
+    "preview_export",
 ]

@@ -135,6 +135,9 @@ class LoweringReport:
     lowering_cache: Optional[str] = None
     lowering_cache_key: str = ""
     lowering_cache_seconds: Dict[str, float] = field(default_factory=dict)
+    # things the reader should know about the program lowered, one line each (a
+    # type of its inputs or outputs replaced by a stand-in when it was loaded)
+    notes: List[str] = field(default_factory=list)
     # per partition object id, filled while lowering, read by ``finish``
     _preprocess_seconds: Dict[int, float] = field(default_factory=dict, repr=False)
     _cache_hits: Dict[int, bool] = field(default_factory=dict, repr=False)
@@ -191,6 +194,7 @@ class LoweringReport:
         ``program`` is the lowering's result (an ``ExportedProgram`` or a dict of
         them), registered so ``fastlower.report_for(program)`` finds this report.
         """
+        from ..loading.notes import describe_replacements
         from . import collect, registry
 
         self.mark("apply")
@@ -198,6 +202,7 @@ class LoweringReport:
         collect.from_lowerings(self, lowerings)
         self._preprocess_seconds.clear()
         self._cache_hits.clear()
+        self.notes.extend(n for n in describe_replacements(program) if n not in self.notes)
         registry.publish(self, program)
 
     @property

@@ -85,12 +85,16 @@ def preview_export(aten_program: Any, partitioner: Any, **kwargs: Any) -> Loweri
     """
     from executorch.exir import to_edge_transform_and_lower
 
-    from ..patch import installed
+    from ..patch import routed
 
     try:
-        with installed(_preview_to_backend):
+        # this thread's to_backend call only: other threads keep their own
+        with routed({"to_backend": _preview_to_backend}):
             to_edge_transform_and_lower(aten_program, partitioner=[partitioner], **kwargs)
     except _PartitionedOnly as done:
+        from ..loading.notes import describe_replacements
+
+        done.report.notes.extend(describe_replacements(aten_program))
         registry.publish(done.report, None)
         return done.report
     raise RuntimeError("to_edge_transform_and_lower did not call to_backend")

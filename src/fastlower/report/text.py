@@ -44,6 +44,7 @@ def summary(report: LoweringReport, max_rows: int = MAX_ROWS) -> str:
                      report.partitions.get(backend, 0)])
     title = "delegation preview (partitioner only)" if report.preview else "delegation"
     lines.append(f"{title}: {', '.join(report.methods) or '-'}")
+    lines += [f"note: {note}" for note in report.notes]
     lines.append(tabulate(rows, headers=["backend", "nodes", "", "operators", "", "partitions"],
                           tablefmt="simple"))
     parts = report.partition_records
