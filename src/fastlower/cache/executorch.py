@@ -45,14 +45,15 @@ from .errors import Uncacheable
 from .key import ENTRY_FORMAT, ProgramCanonical, fastlower_source
 from .settings import resolve
 
+from .. import patch
+
 log = logging.getLogger("fastlower.cache")
 
-_REFERENCE = EdgeProgramManager.to_executorch
 
 
 def reference() -> Any:
     """The reference ``EdgeProgramManager.to_executorch`` (as imported before any patching)."""
-    return _REFERENCE
+    return patch.reference_of("to_executorch")
 
 
 def executorch_key(manager: EdgeProgramManager, config: Optional[ExecutorchBackendConfig]) -> str:
@@ -101,17 +102,17 @@ def to_executorch(  # noqa (FLAKE8) C901
     """
     settings = resolve()
     if settings.directory is None:
-        return _REFERENCE(self, config)
+        return reference()(self, config)
     start = time.perf_counter()
     try:
         key = executorch_key(self, config)
     except Uncacheable as why:
         log.debug("to_executorch not cached: %s", why)
-        return _REFERENCE(self, config)
+        return reference()(self, config)
     key_seconds = time.perf_counter() - start
     store = access.open_store(settings)
     if store is None:
-        return _REFERENCE(self, config)
+        return reference()(self, config)
     try:
         found = access.lookup(store, key)
         if found is not None and not settings.verify:
@@ -119,7 +120,7 @@ def to_executorch(  # noqa (FLAKE8) C901
             log.debug("to_executorch served from the cache (key %.3fs, load %.3fs)", key_seconds,
                       time.perf_counter() - start - key_seconds)
             return result
-        result = _REFERENCE(self, config)
+        result = reference()(self, config)
         payload = _payload(result)
         if found is not None:
             difference = _difference(payload, found[1], "fresh", "cached")

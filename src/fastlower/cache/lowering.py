@@ -50,14 +50,15 @@ from .report import report_from_programs
 from .settings import LoweringCacheSettings, resolve
 from .store import LoweringStore
 
+from .. import patch
+
 log = logging.getLogger("fastlower.cache")
 
-_REFERENCE = _program.to_edge_transform_and_lower
 
 
 def reference() -> Any:
     """The reference ``to_edge_transform_and_lower`` (as imported before any patching)."""
-    return _REFERENCE
+    return patch.reference_of("to_edge_transform_and_lower")
 
 
 def to_edge_transform_and_lower(  # noqa: C901
@@ -225,12 +226,8 @@ def _lower(programs: Any, args: Dict[str, Any]) -> EdgeProgramManager:
     """The reference's function with fastlower's ``to_backend`` (its preprocess cache)."""
     from ..api import to_backend as fastlower_to_backend
 
-    if _program.to_backend is fastlower_to_backend:
-        return _REFERENCE(programs, **args)
-    from .. import patch
-
-    with patch.installed():
-        return _REFERENCE(programs, **args)
+    with patch.routed({"to_backend": fastlower_to_backend}):
+        return reference()(programs, **args)  # type: ignore[no-any-return]
 
 
 def _lower_recording(programs: Any, args: Dict[str, Any]):
