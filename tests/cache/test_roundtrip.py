@@ -39,6 +39,12 @@ def _copy(manager):
                               EdgeCompileConfig(_check_ir_validity=False))
 
 
+@pytest.fixture(scope="module")
+def impl_under_test():
+    """fastlower's ``to_backend`` (an import failure fails the test, never falls back)."""
+    return H.load_fastlower()
+
+
 @pytest.mark.parametrize("case,path", list(_params()))
 def test_entry_copy_is_the_lowering(case, path, impl_under_test):
     with warnings.catch_warnings():

@@ -84,6 +84,9 @@ class GraphRecord:
     meta: Dict[str, Any]
     training: bool
     shape_env: Any
+    # torch.fx names each module's class (``fused_tag1`` for a partition's leftover
+    # submodule): kept, as named_children shows it
+    class_name: str = "GraphModule"
 
 
 def _op_name(op: Any) -> Optional[Tuple[str, str]]:
@@ -314,7 +317,7 @@ class _Writer(pickle.Pickler):
             buffers=list(gm._buffers.items()),
             non_persistent=sorted(gm._non_persistent_buffers_set),
             attributes=attributes + extra, meta=dict(gm.meta), training=gm.training,
-            shape_env=getattr(gm, "shape_env", None))
+            shape_env=getattr(gm, "shape_env", None), class_name=type(gm).__name__)
 
 
 class _SubclassBox:
@@ -475,7 +478,7 @@ def _rebuild_graph_module(record: GraphRecord, symbolic: SymbolicReader) -> Grap
     for name, value in record.attributes:
         object.__setattr__(root, name, value)
     cls = _LazyGraphModule if record.lazy else GraphModule
-    gm = cls(root, graph)
+    gm = cls(root, graph, record.class_name)
     gm._modules.clear()
     gm._modules.update(record.children)
     gm._parameters.clear()
