@@ -11,20 +11,17 @@
 from __future__ import annotations
 
 import logging
-import threading
 import warnings
 from typing import Any, Callable, Dict, Optional, Tuple
 
 from ..preprocess.cache import CacheWarning
+from ..preprocess.folder import warn_read_only
 from . import entry, manifest
 from .errors import DamagedEntry, Uncacheable
 from .settings import LoweringCacheSettings
 from .store import LoweringStore
 
 log = logging.getLogger("fastlower.cache")
-
-_WARNED_READ_ONLY: set = set()
-_WARNED_LOCK = threading.Lock()
 
 
 def open_store(settings: LoweringCacheSettings) -> Optional[LoweringStore]:
@@ -36,12 +33,7 @@ def open_store(settings: LoweringCacheSettings) -> Optional[LoweringStore]:
                       f"({exc!r}); lowering without it", CacheWarning, stacklevel=3)
         return None
     if store.read_only:
-        with _WARNED_LOCK:
-            first = settings.directory not in _WARNED_READ_ONLY
-            _WARNED_READ_ONLY.add(settings.directory)
-        if first:
-            warnings.warn(f"fastlower: the cache folder {settings.directory} cannot be "
-                          "written: lookups only", CacheWarning, stacklevel=3)
+        warn_read_only(store.directory, stacklevel=3)
     return store
 
 
