@@ -11,9 +11,10 @@ from pathlib import Path
 
 from tabulate import tabulate
 
-RUNS = ("reference", "serial", "cold", "warm", "edited")
+RUNS = ("reference", "serial", "cold", "warm", "warm-preprocess", "edited")
 LABELS = {"reference": "reference", "serial": "fastlower, 1 worker, no cache",
           "cold": "fastlower, 2 workers, empty cache", "warm": "fastlower, same cache, new process",
+          "warm-preprocess": "fastlower, same cache, lowering cache off",
           "edited": "fastlower, one weight changed, same cache"}
 
 

@@ -4,7 +4,7 @@ A change of any one ingredient is another key, and a lowering with it is a miss
 (end to end, with ExecuTorch's demo partitioner: cheap); the same inputs built
 again are the same key; inputs with no canonical form are lowered without the
 cache and say why in one debug line. Stability across processes is tested in
-``test_processes.py``.
+``test_across_processes.py``.
 """
 
 from __future__ import annotations

@@ -62,7 +62,6 @@ def main() -> None:
     args = parser.parse_args()
 
     from executorch.backends.xnnpack.partition.xnnpack_partitioner import XnnpackPartitioner
-    from executorch.exir import to_edge_transform_and_lower
 
     import contextlib
 
@@ -77,6 +76,10 @@ def main() -> None:
     lowering_cache = contextlib.nullcontext() if args.lowering_cache else fastlower.cache.disabled()
     with fastlower.patch.installed(), fastlower.preprocess.options(
             cache_dir=args.cache_dir, workers=args.workers), lowering_cache:
+        # imported as a script does, where fastlower.patch has bound it (a name imported
+        # before installed() would keep ExecuTorch's own function)
+        from executorch.exir import to_edge_transform_and_lower
+
         manager = to_edge_transform_and_lower(aten, partitioner=[XnnpackPartitioner()])
         report = fastlower.report_for(manager)
         pte = manager.to_executorch().buffer
