@@ -56,5 +56,6 @@ def test_second_process_hits_the_lowering_cache(tmp_path):
     assert first["lowering_cache"] == "miss" and first["misses"] == first["partitions"] > 0
     assert second["lowering_cache"] == "hit"
     assert second["partitions"] == first["partitions"]
-    assert (second["hits"], second["misses"]) == (0, 0)  # no partition went near preprocess
+    # the hit's report counts every partition as served from the cache
+    assert (second["hits"], second["misses"]) == (second["partitions"], 0)
     assert second["pte"] == first["pte"]
