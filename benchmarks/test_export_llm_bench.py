@@ -8,16 +8,25 @@ Per config, in one session, in this order:
 * ``reference``: plain ``python`` (ExecuTorch's code);
 * ``serial``:    ``fastlower run --workers 1 --no-cache``;
 * ``cold``:      ``fastlower run --workers 2`` with an empty cache folder;
-* ``warm``:      the same command again, a new process, the cache ``cold`` filled.
+* ``warm``:      the same command again, a new process, the cache ``cold`` filled
+                 (the whole call from the lowering cache, ``to_executorch`` too);
+* ``warm-preprocess``: the same again with ``FASTLOWER_LOWERING_CACHE=0``: every
+                 partition from the preprocess cache, the edge stage and partitioners
+                 run (the warm run of issue 17, before the lowering cache);
+* ``edited``:    the same, with one weight of the checkpoint changed (RMSNorm's of
+                 layer 0): a lowering-cache miss, the preprocess cache serving every
+                 partition that does not hold that weight. Its ``.pte`` differs from
+                 the reference's by design (the tests compare it with a reference run
+                 of the changed checkpoint).
 
 Each reports the whole process's wall time, the lowering window
 (``to_edge_transform_and_lower`` + ``to_executorch``), ``to_backend``'s time (both
 partitioners), cache hits/misses, and the ``.pte``'s digest, which must equal the
 reference's in every run. Configs: ``FASTLOWER_BENCH_LLM_CONFIGS`` (default
-``stories15m-8da4w,stories15m-fp32,stories110m-8da4w``); results JSON:
+``stories15m-8da4w,stories110m-8da4w``; ``-fp32`` variants without quantization); results JSON:
 ``FASTLOWER_BENCH_LLM_JSON`` (default ``benchmarks/export_llm_results.json``); the
 table in ``benchmarks/README.md`` is made from it by ``report_export_llm.py``.
-Run (quiet 2-core machine, ~40 min):
+Run (quiet 2-core machine, ~45 min):
 ``.venv/bin/python -m pytest benchmarks/test_export_llm_bench.py -s -p no:cacheprovider``.
 """
 
@@ -37,8 +46,9 @@ sys.path.insert(0, str(HERE.parent))
 from tests.pipeline.export_llm import CONFIGS, ExportRun, run_export  # noqa: E402
 
 NAMES = os.environ.get("FASTLOWER_BENCH_LLM_CONFIGS",
-                       "stories15m-8da4w,stories15m-fp32,stories110m-8da4w").split(",")
-RUNS = ("reference", "serial", "cold", "warm")
+                       "stories15m-8da4w,stories110m-8da4w").split(",")
+RUNS = ("reference", "serial", "cold", "warm", "warm-preprocess", "edited")
+NUDGED = "layers.0.attention_norm.weight"
 JSON_OUT = Path(os.environ.get("FASTLOWER_BENCH_LLM_JSON", HERE / "export_llm_results.json"))
 _RESULTS: dict = {}
 
@@ -62,6 +72,11 @@ def _run(kind: str, config, work: Path) -> ExportRun:
         return run_export("reference", config, work)
     if kind == "serial":
         return run_export("fastlower", config, work, workers=1)
+    if kind == "warm-preprocess":
+        return run_export("fastlower", config, work, workers=2, cache_dir=cache,
+                          extra_env={"FASTLOWER_LOWERING_CACHE": "0"})
+    if kind == "edited":
+        return run_export("fastlower", config, work, workers=2, cache_dir=cache, nudge=NUDGED)
     return run_export("fastlower", config, work, workers=2, cache_dir=cache)
 
 
@@ -79,15 +94,24 @@ def test_export_llm(benchmark, name, kind, work):
     benchmark.extra_info.update({k: v for k, v in dataclasses.asdict(run).items() if k != "log"})
     print(f"\n{name} {kind}: process {run.process_seconds:.1f}s window {run.window_seconds:.1f}s "
           f"to_backend {run.to_backend_seconds:.1f}s hits {run.cache_hits} misses "
-          f"{run.cache_misses} pte {run.pte_sha256[:12]}")
+          f"{run.cache_misses} lowering cache {run.lowering_cache} pte {run.pte_sha256[:12]}")
     if kind != "reference":
         reference = runs.get("reference")
         assert reference is not None, "run the reference first (same session)"
-        assert run.pte_sha256 == reference.pte_sha256, f"{name} {kind}: .pte differs"
+        if kind == "warm-preprocess":
+        return run_export("fastlower", config, work, workers=2, cache_dir=cache,
+                          extra_env={"FASTLOWER_LOWERING_CACHE": "0"})
+    if kind == "edited":
+            assert run.pte_sha256 != reference.pte_sha256, "the changed weight changed nothing"
+            assert run.lowering_cache == ["miss"] and run.cache_hits > 0, run
+        else:
+            assert run.pte_sha256 == reference.pte_sha256, f"{name} {kind}: .pte differs"
         benchmark.extra_info["window_ratio"] = reference.window_seconds / run.window_seconds
         benchmark.extra_info["process_ratio"] = reference.process_seconds / run.process_seconds
     if kind == "warm":
-        assert run.cache_misses == 0 or run.to_backend_seconds == 0, run
+        assert run.lowering_cache == ["hit"] and run.cache_misses == 0, run
+    if kind == "warm-preprocess":
+        assert run.lowering_cache == [None] and run.cache_misses == 0 < run.cache_hits, run
     JSON_OUT.write_text(json.dumps(
         {n: {k: {f: v for f, v in dataclasses.asdict(r).items() if f != "log"}
              for k, r in rs.items()} for n, rs in _RESULTS.items()}, indent=1))

@@ -8,7 +8,7 @@ run an unchanged export script with fastlower, and look after the preprocess cac
                     [--report-html ...] [--report-json ...] [--explorer-json ...]
     fastlower run [--workers N] [--cache-dir DIR | --no-cache] [--report-json R.json]
                   [--report-html R.html] (-m MODULE | SCRIPT.py) [ARGS...]
-    fastlower cache info|clear [--cache-dir DIR]
+    fastlower cache info|clear [--only preprocess|lowering] [--cache-dir DIR]
 
 ``MODEL.pt2`` is an ATen-dialect program saved with ``torch.export.save``,
 loaded by ``fastlower.loading`` (any input/output types). Bad input (missing
@@ -364,23 +364,20 @@ def example_inputs(program):
 
 
 def cmd_cache(args) -> int:
-    """``fastlower cache info|clear`` over the preprocess cache folder."""
-    import diskcache
+    """``fastlower cache info|clear [--only preprocess|lowering]`` over the cache folder
+    (the preprocess cache and the lowering cache share it)."""
+    from .cache import admin
 
     folder = args.cache_dir or default_cache_dir()
     if args.action == "info":
-        if not Path(folder).exists():
-            out(f"cache: {folder} (empty: the folder does not exist yet)")
-            return EXIT_OK
-        with diskcache.Cache(folder) as cache:
-            out(f"cache: {folder}\nentries: {len(cache)}\nsize: {cache.volume():,} bytes")
+        out(admin.info(folder).format())
         return EXIT_OK
     if not Path(folder).exists():
         out(f"cache: {folder} is already empty")
         return EXIT_OK
-    with diskcache.Cache(folder) as cache:
-        removed = cache.clear()
-    out(f"cache: removed {removed} entries from {folder}")
+    removed = admin.clear(folder, [args.only] if args.only else admin.CACHES)
+    shown = ", ".join(f"{n} {name}" for name, n in removed.items())
+    out(f"cache: removed {sum(removed.values())} entries from {folder} ({shown})")
     return EXIT_OK
 
 
@@ -448,8 +445,10 @@ def build_parser() -> argparse.ArgumentParser:
                      help="the script and its arguments")
     run.set_defaults(run=cmd_run)
 
-    cache = sub.add_parser("cache", help="the preprocess cache: info or clear")
+    cache = sub.add_parser("cache", help="the preprocess and lowering caches: info or clear")
     cache.add_argument("action", choices=["info", "clear"])
+    cache.add_argument("--only", choices=["preprocess", "lowering"],
+                       help="clear: empty only this cache (default: both)")
     cache.add_argument("--cache-dir", metavar="DIR",
                        help=f"the cache folder (default: ${ENV_CACHE_DIR}, else the user's cache "
                             "folder)")

@@ -1,8 +1,9 @@
 """Make ExecuTorch's own entry points (``to_edge_transform_and_lower``,
 ``EdgeProgramManager.to_backend``, ``backend_api.to_backend``) use fastlower.
 
-How it works. For each entry point of :data:`ENTRY_POINTS` (today ExecuTorch's
-``to_backend``) fastlower makes, once, a *dispatcher*: a function that looks like the
+How it works. For each entry point of :data:`ENTRY_POINTS` (ExecuTorch's
+``to_backend``, and ``to_edge_transform_and_lower`` / ``EdgeProgramManager.to_executorch``
+behind the lowering cache of :mod:`fastlower.cache`) fastlower makes, once, a *dispatcher*: a function that looks like the
 reference (``functools.wraps``: same name, docstring and attributes, ``__wrapped__``
 is the reference) and, at each call, runs
 
@@ -31,7 +32,6 @@ import threading
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
-from types import ModuleType
 from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Tuple
 
 log = logging.getLogger(__name__)
@@ -45,12 +45,21 @@ class EntryPoint:
 
     ``name`` is the attribute name (``to_backend``) and the key of the entry in
     :func:`routed`; ``module`` is where the reference is defined; ``implementation``
-    is fastlower's, as ``"module:attribute"`` (imported on first use).
+    is fastlower's, as ``"module:attribute"`` (imported on first use). ``owner``
+    names a class of ``module`` when the reference is a method of it
+    (``EdgeProgramManager.to_executorch``): then the class is the one binding site.
     """
 
     module: str
     name: str
     implementation: str
+    owner: Optional[str] = None
+
+    def owner_class(self) -> Optional[type]:
+        """The class whose attribute the reference is (None for a module function)."""
+        if self.owner is None:
+            return None
+        return getattr(importlib.import_module(self.module), self.owner)  # type: ignore[no-any-return]
 
     @property
     def reference(self) -> Callable[..., Any]:
@@ -72,6 +81,12 @@ class EntryPoint:
 # and attribute and fastlower's implementation; nothing else changes.
 ENTRY_POINTS: Tuple[EntryPoint, ...] = (
     EntryPoint("executorch.exir.backend.backend_api", "to_backend", "fastlower.api:to_backend"),
+    # the lowering cache (fastlower.cache): a whole call served from its folder, or
+    # the reference's own steps (with fastlower's to_backend) when it misses
+    EntryPoint("executorch.exir.program._program", "to_edge_transform_and_lower",
+               "fastlower.cache:to_edge_transform_and_lower"),
+    EntryPoint("executorch.exir.program._program", "to_executorch",
+               "fastlower.cache:to_executorch", owner="EdgeProgramManager"),
 )
 
 
@@ -108,7 +123,9 @@ def _make_dispatcher(name: str, reference: Callable[..., Any]) -> Callable[..., 
 def _bind_entry(entry: EntryPoint) -> None:
     if entry.name in _BOUND:
         raise ValueError(f"two entry points named {entry.name!r}")
-    reference = getattr(importlib.import_module(entry.module), entry.name)
+    owner = entry.owner_class()
+    reference = (getattr(importlib.import_module(entry.module), entry.name) if owner is None
+                 else owner.__dict__[entry.name])
     if getattr(reference, "__fastlower_dispatcher__", False):  # fastlower.patch reloaded
         reference = reference.__wrapped__
     if str(getattr(reference, "__module__", "")).split(".")[0] == "fastlower":
@@ -120,9 +137,13 @@ def _bind_entry(entry: EntryPoint) -> None:
 
 # --- binding sites -----------------------------------------------------------------------
 
-def _sites(entry: EntryPoint, value: object) -> List[ModuleType]:
-    """Every imported module (fastlower's excepted) whose ``entry.name`` attribute is ``value``."""
-    found = []
+def _sites(entry: EntryPoint, value: object) -> List[Any]:
+    """Every imported module (fastlower's excepted) whose ``entry.name`` attribute is
+    ``value``; for a method, its class when the attribute is ``value``."""
+    owner = entry.owner_class()
+    if owner is not None:
+        return [owner] if owner.__dict__.get(entry.name) is value else []
+    found: List[Any] = []
     for module in list(sys.modules.values()):
         if module is None or str(getattr(module, "__name__", "")).startswith("fastlower"):
             continue
@@ -143,7 +164,8 @@ def _rebind_locked(to_dispatcher: bool) -> None:
             try:
                 setattr(module, entry.name, new)
             except Exception as exc:  # a module refusing attribute writes keeps its binding
-                log.debug("cannot rebind %s.%s: %r", module.__name__, entry.name, exc)
+                log.debug("cannot rebind %s.%s: %r", getattr(module, "__name__", module),
+                          entry.name, exc)
 
 
 def _add_demand_locked() -> None:

@@ -110,7 +110,7 @@ def test_cache_dir_option_names_the_cache_folder(files, tmp_path, capsys, prepro
         assert parts and all(p["cache_hit"] is expected_hit for p in parts)
     assert not preprocess_env.exists()  # not the default folder
     code, out, _ = _run(capsys, "cache", "info", "--cache-dir", folder)
-    assert code == 0 and f"cache: {folder}\nentries: {len(parts)}\n" in out
+    assert code == 0 and f"cache: {folder}\npreprocess cache: {len(parts)} entries" in out
     with pytest.raises(SystemExit) as usage:  # argparse's own usage error
         cli.main(["lower", str(files["small"]), "-o", "x.pte", "--no-cache", "--cache-dir", "d"])
     assert usage.value.code == 2 and "not allowed with argument" in capsys.readouterr().err
@@ -154,12 +154,18 @@ def test_cache_info_and_clear(capsys, preprocess_env):
     with diskcache.Cache(str(preprocess_env)) as cache:
         cache.set("a", b"x" * 1000)
         cache.set("b", b"y" * 10)
+        cache.set("lowering:c", b"z" * 100, tag="lowering")
     code, out, _ = _run(capsys, "cache", "info")
-    assert code == 0 and f"cache: {preprocess_env}\nentries: 2\n" in out
+    assert code == 0 and f"cache: {preprocess_env}\npreprocess cache: 2 entries" in out
+    assert "lowering cache: 1 entries" in out and "total: 3 entries" in out
+    code, out, _ = _run(capsys, "cache", "clear", "--only", "lowering")
+    assert code == 0 and "removed 1 entries" in out and "1 lowering" in out
+    code, out, _ = _run(capsys, "cache", "info")
+    assert "preprocess cache: 2 entries" in out and "lowering cache: 0 entries" in out
     code, out, _ = _run(capsys, "cache", "clear")
     assert code == 0 and "removed 2 entries" in out
     code, out, _ = _run(capsys, "cache", "info")
-    assert "entries: 0" in out
+    assert "total: 0 entries" in out
 
 
 def test_cache_folder_defaults_to_the_user_cache_dir(monkeypatch):

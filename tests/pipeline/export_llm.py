@@ -74,8 +74,11 @@ STORIES110M = LlmConfig("stories110m-8da4w", dim=768, n_layers=12, n_heads=12,
 CONFIGS = {c.name: c for c in (TINY, STORIES15M, STORIES110M)}
 
 
-def model_files(config: LlmConfig, folder: Path, seed: int = 0) -> Dict[str, Path]:
-    """``params.json`` and a checkpoint of a seeded model (every weight and buffer set)."""
+def model_files(config: LlmConfig, folder: Path, seed: int = 0,
+                nudge: Optional[str] = None) -> Dict[str, Path]:
+    """``params.json`` and a checkpoint of a seeded model (every weight and buffer set);
+    ``nudge`` names one weight whose first element is moved by 1e-3 (a one-parameter
+    change of the checkpoint)."""
     import torch
     from executorch.examples.models.llama.llama_transformer import construct_transformer
     from executorch.examples.models.llama.model_args import ModelArgs
@@ -95,6 +98,8 @@ def model_files(config: LlmConfig, folder: Path, seed: int = 0) -> Dict[str, Pat
             for name, tensor in model.state_dict().items():
                 if name.endswith("norm.weight"):
                     tensor.uniform_(0.5, 1.5)
+            if nudge is not None:
+                model.state_dict()[nudge].view(-1)[0] += 1e-3
         torch.save(model.state_dict(), checkpoint)
     return {"params": params, "checkpoint": checkpoint}
 
@@ -128,6 +133,7 @@ class ExportRun:
     to_executorch_seconds: float
     cache_hits: int
     cache_misses: int
+    lowering_cache: List[Optional[str]]  # per to_edge_transform_and_lower call: "hit", "miss"...
     pte_sha256: str
     pte_bytes: int
     log: str
@@ -139,9 +145,11 @@ class ExportRun:
 
 def run_export(impl: str, config: LlmConfig, work: Path, *, cache_dir: Optional[Path] = None,
                workers: Optional[int] = None, extra_env: Optional[Dict[str, str]] = None,
-               timeout: float = 3600) -> ExportRun:
-    """Export ``config`` in a fresh process with ``impl`` ("reference" or "fastlower")."""
-    files = model_files(config, work / "model" / config.weights_name)
+               nudge: Optional[str] = None, timeout: float = 3600) -> ExportRun:
+    """Export ``config`` in a fresh process with ``impl`` ("reference" or "fastlower");
+    ``nudge``: the checkpoint with that one weight changed (see :func:`model_files`)."""
+    weights = config.weights_name + (f"-nudged-{nudge.replace('.', '_')}" if nudge else "")
+    files = model_files(config, work / "model" / weights, nudge=nudge)
     out_dir = work / f"out-{impl}-{time.monotonic_ns()}"
     out_dir.mkdir(parents=True)
     timings = out_dir / "timings.json"
@@ -176,5 +184,6 @@ def run_export(impl: str, config: LlmConfig, work: Path, *, cache_dir: Optional[
         window_seconds=etl + to_et, to_backend_seconds=sum(times.get("to_backend", [])),
         etl_seconds=etl, to_executorch_seconds=to_et,
         cache_hits=times.get("cache_hits", 0), cache_misses=times.get("cache_misses", 0),
+        lowering_cache=list(times.get("lowering_cache", [])),
         pte_sha256=hashlib.sha256(data).hexdigest() if data else "", pte_bytes=len(data),
         log=(proc.stdout[-4000:] + "\n" + proc.stderr[-8000:]))

@@ -19,10 +19,10 @@ import pytest
 from .export_llm import ROOT
 
 
-def _lower(model: str, out: Path, cache: Path) -> dict:
+def _lower(model: str, out: Path, cache: Path, *flags: str) -> dict:
     proc = subprocess.run(
         [sys.executable, "-m", "tests.pipeline.lower_model", model, str(out),
-         "--cache-dir", str(cache)],
+         "--cache-dir", str(cache), *flags],
         cwd=ROOT, env=dict(os.environ, PYTHONPATH=str(ROOT)), capture_output=True, text=True,
         timeout=900)
     assert proc.returncode == 0, proc.stderr[-4000:]
@@ -42,5 +42,20 @@ def test_second_process_hits_every_partition(model, tmp_path):
     second = _lower(model, tmp_path / "second", cache)
     assert first["partitions"] > 0
     assert (first["hits"], first["misses"]) == (0, first["partitions"])
+    assert (second["hits"], second["misses"]) == (second["partitions"], 0)
+    assert second["pte"] == first["pte"]
+
+
+def test_second_process_hits_the_lowering_cache(tmp_path):
+    """The whole ``to_edge_transform_and_lower`` (issue 18): the first process misses and
+    stores, a second one is served the programs (its report read off them: same
+    partitions, no preprocess) and writes the same ``.pte`` (``to_executorch`` cached too)."""
+    cache = tmp_path / "cache"
+    first = _lower("hf-llama", tmp_path / "first", cache, "--lowering-cache")
+    second = _lower("hf-llama", tmp_path / "second", cache, "--lowering-cache")
+    assert first["lowering_cache"] == "miss" and first["misses"] == first["partitions"] > 0
+    assert second["lowering_cache"] == "hit"
+    assert second["partitions"] == first["partitions"]
+    # the hit's report counts every partition as served from the cache
     assert (second["hits"], second["misses"]) == (second["partitions"], 0)
     assert second["pte"] == first["pte"]

@@ -2,8 +2,11 @@
 
 The tiny config in the default run: the reference (plain ``python``), then
 ``fastlower run`` twice with the same cache folder, each its own process. The three
-``.pte`` files must be byte-identical, and the second fastlower process must take
-every partition from the cache (the first misses them all). The stories15M-size
+``.pte`` files must be byte-identical; the first fastlower process misses every
+partition and stores the whole lowering, the second is served the whole
+``to_edge_transform_and_lower`` from the lowering cache (no partitioner, no
+``preprocess``). In slow mode, a checkpoint with one weight changed misses the
+lowering cache and takes every other partition from the preprocess cache. The stories15M-size
 and unquantized configs run in slow mode; the timings are benchmarks
 (``benchmarks/test_export_llm_bench.py``).
 """
@@ -35,6 +38,28 @@ def _reference_then_cold_then_warm(config, tmp_path):
 ], ids=lambda c: c.name)
 def test_export_llm_identical_pte_and_warm_cache(config, tmp_path):
     _, cold, warm = _reference_then_cold_then_warm(config, tmp_path)
+    assert cold.lowering_cache == ["miss"]
     assert cold.cache_misses > 0 and cold.cache_hits == 0
-    # every partition of both lowerings (two partitioners) from the cache
-    assert (warm.cache_hits, warm.cache_misses) == (cold.cache_misses, 0)
+    # the whole call from the lowering cache: to_backend never ran
+    assert warm.lowering_cache == ["hit"]
+    assert (warm.cache_hits, warm.cache_misses) == (0, 0)
+
+
+# a weight outside every quantized linear (RMSNorm's, kept in fp32 by 8da4w)
+NUDGED = "layers.0.attention_norm.weight"
+
+
+@pytest.mark.slow
+def test_export_llm_one_weight_changed_hits_the_preprocess_cache(tmp_path):
+    config = TINY
+    cache = tmp_path / "cache"
+    cold = run_export("fastlower", config, tmp_path, workers=2, cache_dir=cache)
+    assert cold.ok, cold.log
+    changed_reference = run_export("reference", config, tmp_path, nudge=NUDGED)
+    assert changed_reference.ok, changed_reference.log
+    changed = run_export("fastlower", config, tmp_path, workers=2, cache_dir=cache, nudge=NUDGED)
+    assert changed.ok, changed.log
+    assert changed.pte_sha256 == changed_reference.pte_sha256 != cold.pte_sha256
+    assert changed.lowering_cache == ["miss"]
+    # only the partitions holding the changed weight are preprocessed again
+    assert changed.cache_hits > 0 and 0 < changed.cache_misses < cold.cache_misses

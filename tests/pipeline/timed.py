@@ -33,6 +33,8 @@ def _timed(name: str, fn: Callable) -> Callable:
             TIMES[name].append(time.perf_counter() - start)
             if name == "to_backend":
                 _record_fastlower_report()
+            elif name == "to_edge_transform_and_lower":
+                _record_lowering_cache()
     return wrapper
 
 
@@ -44,6 +46,13 @@ def _record_fastlower_report() -> None:
     if report is not None:
         TIMES["cache_hits"] += sum(report.cache_hits.values())
         TIMES["cache_misses"] += sum(report.cache_misses.values())
+
+
+def _record_lowering_cache() -> None:
+    """The lowering cache's answer for the call ("hit", "miss" ...; None: it took no part)."""
+    fastlower = sys.modules.get("fastlower")
+    report = fastlower.last_report() if fastlower is not None else None
+    TIMES["lowering_cache"].append(getattr(report, "lowering_cache", None))
 
 
 def install_timers() -> None:

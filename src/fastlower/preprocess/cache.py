@@ -10,6 +10,7 @@ debug-handle map, named data, ``_delegate_info_meta``). An entry that cannot
 be read, is truncated or garbled (digest mismatch, unpickling fails) or was
 written by another torch/executorch/fastlower version or entry format is a
 miss: it is dropped, and the lowering warns once (:class:`CacheWarning`).
+A folder that cannot be written is used for lookups only (:mod:`.folder`).
 """
 
 from __future__ import annotations
@@ -20,10 +21,10 @@ import struct
 from pathlib import Path
 from typing import List, Optional
 
-import diskcache
 import xxhash
 from executorch.exir.backend.backend_details import PreprocessResult
 
+from .folder import open_folder
 from .keys import versions
 
 log = logging.getLogger(__name__)
@@ -93,8 +94,7 @@ class PreprocessCache:
 
     def __init__(self, directory: Path, size_limit: int):
         self.directory = Path(directory)
-        self.store = diskcache.Cache(str(self.directory), size_limit=size_limit,
-                                     eviction_policy="least-recently-used")
+        self.store, self.read_only = open_folder(self.directory, size_limit)
         self.damaged: List[str] = []
         self.write_errors: List[str] = []
 
@@ -114,6 +114,8 @@ class PreprocessCache:
 
     def put(self, key: str, result: PreprocessResult) -> None:
         """Stores ``result``; a failed write (disk full, read-only) is noted, not raised."""
+        if self.read_only:  # said once, when the folder was opened
+            return
         try:
             self.store.set(key, encode(result), retry=True)
         except Exception as exc:
@@ -122,6 +124,8 @@ class PreprocessCache:
     def _drop(self, key: str, why: str) -> None:
         self.damaged.append(f"{key[:12]}: {why}")
         log.debug("damaged preprocess cache entry %s: %s", key, why)
+        if self.read_only:
+            return
         try:
             self.store.delete(key, retry=True)
         except Exception:  # pragma: no cover - best effort; the next put overwrites it

@@ -33,6 +33,7 @@ from .executors import (
     EarliestFailure, choose_runner, run_fork_pool, run_on_executor, run_serial, run_spawn_pool,
 )
 from .failures import CacheVerificationError
+from .folder import warn_read_only
 from .jobs import PreprocessJob, call_preprocess
 from .keys import TensorDigests, cache_key
 from .progress import partition_bar
@@ -83,11 +84,14 @@ def _open_cache(opts: ResolvedOptions) -> Optional[PreprocessCache]:
     if opts.cache_dir is None:
         return None
     try:
-        return PreprocessCache(opts.cache_dir, opts.cache_size)
+        cache = PreprocessCache(opts.cache_dir, opts.cache_size)
     except Exception as exc:
         warnings.warn(f"fastlower: preprocess cache {opts.cache_dir} cannot be opened ({exc!r}); "
                       "lowering without it", CacheWarning, stacklevel=3)
         return None
+    if cache.read_only:
+        warn_read_only(cache.directory, stacklevel=3)
+    return cache
 
 
 def preprocess_partitions(jobs: Sequence[PreprocessJob], report) -> List[PreprocessResult]:

@@ -5,10 +5,8 @@ renamed or changes meaning; new optional fields do not change it. Readers
 should check it. Version 1 has these top-level fields (``schema.json`` is the
 exact JSON Schema, draft 2020-12):
 
-=================  ==============================================================
-field              meaning
-=================  ==============================================================
-schema_version     1
+=================  =======================================================field              meaning
+=================  =======================================================schema_version     1
 generator          ``"fastlower <version>"``
 preview            true when only the partitioner ran (``fastlower report``)
 methods            method names, in lowering order
@@ -29,10 +27,12 @@ nodes              every ``call_function`` node in topological order (bodies of
                    method, graph, partition (tag or null), backend (or null)
 timing             seconds: total, phases {name: s}, external {partitioner,
                    backend}, own (the lowering machinery's share)
+lowering_cache     optional: {status, key, seconds {step: s}} when the lowering
+                   cache of ``to_edge_transform_and_lower`` took part (status
+                   "hit", "miss", "verified" or "uncacheable")
 notes              (optional) lines the reader should know, e.g. a type of the
                    program's inputs or outputs replaced by a stand-in on loading
-=================  ==============================================================
-
+=================  =======================================================
 ``graph`` is ``""`` for a method's top-level graph and the attribute path of a
 control-flow body otherwise (``"true_graph_0"``, ``"body_graph_0/true_graph_0"``).
 """
@@ -87,6 +87,9 @@ def to_dict(report: LoweringReport) -> Dict[str, Any]:
         "nodes": [asdict(n) for n in report.nodes],
         "timing": {"total": report.seconds, "phases": dict(report.phases),
                    "external": dict(report.external), "own": report.own_seconds},
+        **({"lowering_cache": {"status": report.lowering_cache, "key": report.lowering_cache_key,
+                               "seconds": dict(report.lowering_cache_seconds)}}
+           if report.lowering_cache is not None else {}),
         "notes": list(report.notes),
     }
 

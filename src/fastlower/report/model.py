@@ -128,6 +128,13 @@ class LoweringReport:
     # one record per preprocessed partition, in the reference's order: {tag, backend,
     # method, preprocess_seconds, cache_hit (None: not cached)}
     preprocess_records: List[Dict[str, object]] = field(default_factory=list)
+    # the lowering cache (``fastlower.cache``) of ``to_edge_transform_and_lower``: None when
+    # it took no part, else "hit" (this report was read off the cached programs), "miss"
+    # (lowered and stored), "verified" (verify mode: lowered, equal to the entry) or
+    # "uncacheable" (an input has no canonical form); its key and its time per step
+    lowering_cache: Optional[str] = None
+    lowering_cache_key: str = ""
+    lowering_cache_seconds: Dict[str, float] = field(default_factory=dict)
     # things the reader should know about the program lowered, one line each (a
     # type of its inputs or outputs replaced by a stand-in when it was loaded)
     notes: List[str] = field(default_factory=list)
@@ -222,7 +229,13 @@ class LoweringReport:
                 f"({100 * self.delegated_share:.1f}%)\n"
                 f"fastlower time: {self.seconds:.3f}s ({phases})\n"
                 f"  of which: lowering machinery {self.own_seconds:.3f}s{external}"
-                + self._format_preprocess())
+                + self._format_preprocess() + self._format_lowering_cache())
+
+    def _format_lowering_cache(self) -> str:
+        if self.lowering_cache is None:
+            return ""
+        steps = ", ".join(f"{k} {v:.3f}s" for k, v in self.lowering_cache_seconds.items())
+        return f"\nlowering cache: {self.lowering_cache}" + (f" ({steps})" if steps else "")
 
     def _format_preprocess(self) -> str:
         if not self.preprocess_runner:

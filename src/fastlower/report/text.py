@@ -75,4 +75,9 @@ def summary(report: LoweringReport, max_rows: int = MAX_ROWS) -> str:
         trows.append(["total", f"{report.seconds:.3f}"])
         lines.append("")
         lines.append(tabulate(trows, headers=["phase", "seconds"], tablefmt="simple"))
+    if report.lowering_cache is not None:
+        lines.append("")
+        lines.append(f"lowering cache: {report.lowering_cache}"
+                     + (f" (key {report.lowering_cache_key[9:21]})" if report.lowering_cache_key
+                        else ""))
     return "\n".join(lines)

@@ -1,0 +1,62 @@
+"""The export_llm benchmark's results as a Markdown table (for benchmarks/README.md).
+
+``python benchmarks/report_export_llm.py [benchmarks/export_llm_results.json]``
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+from tabulate import tabulate
+
+RUNS = ("reference", "serial", "cold", "warm", "warm-preprocess", "edited")
+LABELS = {"reference": "reference", "serial": "fastlower, 1 worker, no cache",
+          "cold": "fastlower, 2 workers, empty cache", "warm": "fastlower, same cache, new process",
+          "warm-preprocess": "fastlower, same cache, lowering cache off",
+          "edited": "fastlower, one weight changed, same cache"}
+
+
+def _ratio(reference: float, value: float) -> str:
+    return f"{reference / value:.2f}x" if value > 0 else "-"
+
+
+def table(results: dict) -> str:
+    rows = []
+    for config, runs in results.items():
+        reference = runs.get("reference")
+        for kind in RUNS:
+            run = runs.get(kind)
+            if run is None:
+                continue
+            same = "" if kind == "reference" or reference is None else (
+                "n/a (other weights)" if kind == "edited" else
+                "yes" if run["pte_sha256"] == reference["pte_sha256"] else "NO")
+            hits = (f"{run['cache_hits']}/{run['cache_hits'] + run['cache_misses']}"
+                    if kind not in ("reference", "serial") else "")
+            lowering = run.get("lowering_cache") or []
+            if lowering and kind not in ("reference", "serial"):
+                hits += f" (lowering cache: {', '.join(str(x) for x in lowering)})"
+            ratios = ("", "", "") if kind == "reference" or reference is None else (
+                _ratio(reference["process_seconds"], run["process_seconds"]),
+                _ratio(reference["window_seconds"], run["window_seconds"]),
+                _ratio(reference["to_backend_seconds"], run["to_backend_seconds"]))
+            rows.append([config, LABELS[kind],
+                         f"{run['process_seconds']:.1f} s", ratios[0],
+                         f"{run['window_seconds']:.1f} s", ratios[1],
+                         f"{run['to_backend_seconds']:.2f} s", ratios[2], hits, same])
+            config = ""
+    return tabulate(rows, headers=["config", "run", "whole process", "", "lowering window", "",
+                                   "to_backend", "", "preprocess cache hits", ".pte = reference"],
+                    tablefmt="github")
+
+
+def main() -> None:
+    path = Path(sys.argv[1] if len(sys.argv) > 1 else
+                Path(__file__).resolve().parent / "export_llm_results.json")
+    print(table(json.loads(path.read_text())))
+
+
+if __name__ == "__main__":
+    main()

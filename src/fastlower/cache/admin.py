@@ -1,0 +1,122 @@
+"""``fastlower cache info|clear`` as library functions, over both caches of one folder.
+
+The preprocess cache (``fastlower.preprocess``: one entry per partition) and the
+lowering cache (``fastlower.cache``: one entry per ``to_edge_transform_and_lower``
+/ ``to_executorch`` call) share a ``diskcache`` folder and its size limit.
+:func:`info` counts each (entries and bytes, read from diskcache's index without
+opening a value); :func:`clear` empties one or both.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Dict, Iterable, Optional, Union
+
+import diskcache
+
+from .store import PREFIX, TAG
+
+CACHES = ("preprocess", "lowering")
+
+
+@dataclass
+class CacheUsage:
+    """One cache's share of the folder."""
+
+    entries: int = 0
+    bytes: int = 0
+
+
+@dataclass
+class CacheInfo:
+    """What a cache folder holds."""
+
+    directory: Path
+    exists: bool
+    preprocess: CacheUsage
+    lowering: CacheUsage
+    size_limit: Optional[int] = None  # diskcache's setting, None when the folder is new
+
+    @property
+    def entries(self) -> int:
+        return self.preprocess.entries + self.lowering.entries
+
+    @property
+    def bytes(self) -> int:
+        return self.preprocess.bytes + self.lowering.bytes
+
+    def format(self) -> str:
+        """A few lines for a terminal."""
+        if not self.exists:
+            return f"cache: {self.directory} (empty: the folder does not exist yet)"
+        limit = f" of {self.size_limit:,}" if self.size_limit else ""
+        return (f"cache: {self.directory}\n"
+                f"preprocess cache: {self.preprocess.entries} entries, "
+                f"{self.preprocess.bytes:,} bytes\n"
+                f"lowering cache: {self.lowering.entries} entries, {self.lowering.bytes:,} bytes\n"
+                f"total: {self.entries} entries, {self.bytes:,}{limit} bytes")
+
+
+def default_directory() -> Path:
+    """The folder the caches use now: the preprocess option / ``FASTLOWER_CACHE_DIR``,
+    else the user's cache folder for fastlower (``platformdirs``), as the CLI."""
+    from ..preprocess.settings import resolve
+
+    folder = resolve().cache_dir
+    if folder is not None:
+        return folder
+    import platformdirs
+
+    return Path(platformdirs.user_cache_dir("fastlower"))
+
+
+def info(directory: Optional[Union[str, os.PathLike]] = None) -> CacheInfo:
+    """Entries and bytes of each cache in ``directory`` (default: :func:`default_directory`)."""
+    folder = Path(directory).expanduser() if directory is not None else default_directory()
+    result = CacheInfo(folder, False, CacheUsage(), CacheUsage())
+    db = folder / "cache.db"
+    if not db.exists():
+        return result
+    result.exists = True
+    connection = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+    try:
+        rows = connection.execute(
+            "SELECT key LIKE ? AS lowering, COUNT(*), COALESCE(SUM(size), 0) FROM Cache "
+            "GROUP BY lowering", (PREFIX + "%",)).fetchall()
+        for lowering, count, size in rows:
+            usage = result.lowering if lowering else result.preprocess
+            usage.entries, usage.bytes = int(count), int(size)
+        found = connection.execute(
+            "SELECT value FROM Settings WHERE key = 'size_limit'").fetchone()
+        result.size_limit = int(found[0]) if found else None
+    finally:
+        connection.close()
+    return result
+
+
+def clear(directory: Optional[Union[str, os.PathLike]] = None,
+          caches: Iterable[str] = CACHES) -> Dict[str, int]:
+    """Empties the named caches (default both) in ``directory``; entries removed per cache."""
+    wanted = set(caches)
+    unknown = wanted - set(CACHES)
+    if unknown:
+        raise ValueError(f"unknown cache(s) {sorted(unknown)}; the caches are {list(CACHES)}")
+    folder = Path(directory).expanduser() if directory is not None else default_directory()
+    removed = {name: 0 for name in CACHES if name in wanted}
+    if not (folder / "cache.db").exists():
+        return removed
+    with diskcache.Cache(str(folder)) as cache:
+        if wanted == set(CACHES):
+            before = info(folder)
+            cache.clear(retry=True)
+            removed.update(preprocess=before.preprocess.entries, lowering=before.lowering.entries)
+        elif "lowering" in wanted:
+            removed["lowering"] = cache.evict(TAG, retry=True)
+        else:
+            for key in list(cache.iterkeys()):
+                if not (isinstance(key, str) and key.startswith(PREFIX)):
+                    removed["preprocess"] += int(cache.delete(key, retry=True))
+    return removed

@@ -1,0 +1,156 @@
+"""The bytes of one lowering-cache entry, written and read as a stream.
+
+Layout (integers big-endian)::
+
+    MAGIC | u32 len | versions stamp | u64 len | info (pickle of plain data)
+          | u64 len | pickled programs (see ``serialize``)
+          | u32 count | (u64 len | storage bytes) * count
+          | xxh3-128 of everything after the stamp
+
+``info`` holds what the entry point needs beside the programs (the backends and
+their source digests, the reader state of the symbolic sizes, ...). A reader
+checks the magic and the stamp first (another fastlower, torch or executorch
+version: a foreign entry), then the lengths, then the digest over everything it
+read, and only then unpickles: a truncated, garbled or foreign entry is a
+:class:`~.errors.DamagedEntry`, never a wrong program.
+"""
+
+from __future__ import annotations
+
+import io
+import pickle
+import struct
+from typing import Any, BinaryIO, Dict, Iterator, List, Sequence, Union
+
+import xxhash
+
+from ..preprocess.keys import versions
+from .errors import DamagedEntry
+from .key import ENTRY_FORMAT
+from .serialize import Serialized, dumps, loads
+
+MAGIC = b"FLLOWERCACHE"
+_MAX_INFO = 1 << 30
+
+
+def stamp() -> bytes:
+    return f"{versions()};lowering-entry={ENTRY_FORMAT}".encode()
+
+
+class ChunkReader(io.RawIOBase):
+    """A read-only stream over a list of buffers (diskcache copies it to its file)."""
+
+    def __init__(self, chunks: Sequence[Union[bytes, memoryview]]) -> None:
+        self.chunks = [memoryview(c).cast("B") for c in chunks if len(c)]
+        self.index = 0
+        self.offset = 0
+        self.size = sum(len(c) for c in self.chunks)
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer) -> int:
+        target = memoryview(buffer).cast("B")
+        written = 0
+        while written < len(target) and self.index < len(self.chunks):
+            chunk = self.chunks[self.index]
+            take = min(len(target) - written, len(chunk) - self.offset)
+            target[written:written + take] = chunk[self.offset:self.offset + take]
+            written += take
+            self.offset += take
+            if self.offset == len(chunk):
+                self.index += 1
+                self.offset = 0
+        return written
+
+
+def encode(info: Dict[str, Any], payload: Any) -> List[Union[bytes, memoryview]]:
+    """The entry's bytes, as chunks (read them with :class:`ChunkReader`);
+    :class:`~.errors.Uncacheable` if ``payload`` has no faithful serialized form."""
+    serialized: Serialized = dumps(payload)
+    info = dict(info, symbolic=serialized.header)
+    info_bytes = pickle.dumps(info, protocol=pickle.HIGHEST_PROTOCOL)
+    stamped = stamp()
+    body: List[Union[bytes, memoryview]] = [
+        struct.pack(">Q", len(info_bytes)), info_bytes,
+        struct.pack(">Q", len(serialized.pickled)), serialized.pickled,
+        struct.pack(">I", len(serialized.storages))]
+    for storage in serialized.storages:
+        body += [struct.pack(">Q", len(storage)), storage]
+    hasher = xxhash.xxh3_128()
+    for chunk in body:
+        hasher.update(chunk)
+    head = [MAGIC, struct.pack(">I", len(stamped)), stamped]
+    return head + body + [hasher.digest()]
+
+
+class _Digesting:
+    """Reads exactly, hashing what it reads."""
+
+    def __init__(self, stream: BinaryIO) -> None:
+        self.stream = stream
+        self.hasher = xxhash.xxh3_128()
+
+    def exact(self, size: int, what: str) -> bytearray:
+        data = bytearray(size)
+        view = memoryview(data)
+        got = 0
+        while got < size:
+            n = self.stream.readinto(view[got:])
+            if not n:
+                raise DamagedEntry(f"truncated in the {what} ({got} of {size} bytes)")
+            got += n
+        self.hasher.update(data)
+        return data
+
+    def number(self, fmt: str, what: str) -> int:
+        return struct.unpack(fmt, self.exact(struct.calcsize(fmt), what))[0]
+
+
+def read(stream: BinaryIO) -> Iterator[Any]:
+    """Checks and reads an entry: yields its ``info``, then the rebuilt payload.
+
+    Two steps, so a caller can check ``info`` (the backends' sources) before paying
+    for the programs. Raises :class:`~.errors.DamagedEntry`.
+    """
+    head = stream.read(len(MAGIC))
+    if head != MAGIC:
+        raise DamagedEntry("not a fastlower lowering-cache entry")
+    length = struct.unpack(">I", _read(stream, 4))[0]
+    stamped = _read(stream, length)
+    if stamped != stamp():
+        raise DamagedEntry(f"written by another version ({stamped[:200].decode(errors='replace')!r}"
+                           f", this is {stamp().decode()!r})")
+    body = _Digesting(stream)
+    size = body.number(">Q", "info length")
+    if size > _MAX_INFO:
+        raise DamagedEntry("garbled info length")
+    info_bytes = body.exact(size, "info")
+    pickled = body.exact(body.number(">Q", "program length"), "programs")
+    storages = [body.exact(body.number(">Q", "storage length"), "tensor data")
+                for _ in range(body.number(">I", "storage count"))]
+    digest = stream.read(16)
+    if len(digest) != 16:
+        raise DamagedEntry("truncated before the checksum")
+    if body.hasher.digest() != digest:
+        raise DamagedEntry("garbled (checksum mismatch)")
+    if stream.read(1):
+        raise DamagedEntry("trailing bytes after the checksum")
+    try:
+        info = pickle.loads(bytes(info_bytes))
+    except Exception as exc:
+        raise DamagedEntry(f"cannot read the info: {exc!r}") from exc
+    yield info
+    try:
+        yield loads(info.get("symbolic") or {}, bytes(pickled), storages)
+    except DamagedEntry:
+        raise
+    except Exception as exc:
+        raise DamagedEntry(f"cannot rebuild the programs: {exc!r}") from exc
+
+
+def _read(stream: BinaryIO, size: int) -> bytes:
+    data = stream.read(size)
+    if len(data) != size:
+        raise DamagedEntry("truncated header")
+    return data

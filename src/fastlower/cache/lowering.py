@@ -1,0 +1,268 @@
+"""``to_edge_transform_and_lower`` behind the lowering cache: the drop-in entry point.
+
+:func:`to_edge_transform_and_lower` has the reference's signature and docstring.
+With a cache folder set (``fastlower.preprocess.options(cache_dir=...)`` or
+``FASTLOWER_CACHE_DIR``) it computes the call's key (:mod:`.key`) *before*
+anything runs, then:
+
+* **hit**: the entry's backends still have the sources they had (else: a miss);
+  the programs are read back (:mod:`.serialize`) and wrapped in an
+  ``EdgeProgramManager`` exactly as the reference's last step wraps its own
+  (``compile_config``, ``constant_methods``, the ``compile_config`` side effect
+  on the caller's config replayed). No edge stage, partitioner or ``preprocess``
+  runs. The report (``last_report()``, ``report_for(manager)``) is read off the
+  programs and says ``lowering_cache="hit"``.
+* **miss**: the reference's own function runs with fastlower's ``to_backend``
+  (its per-partition preprocess cache included); its result is serialized, read
+  back and compared with itself (a lowering whose copy would differ is not
+  stored, see :mod:`.compare`), then stored.
+* **verify** (``FASTLOWER_CACHE_VERIFY=1``): a hit is lowered anyway and compared;
+  a difference raises :class:`~.errors.LoweringCacheVerificationError` naming it.
+* **not cacheable** (a lambda pass, a partitioner holding an open file,
+  ``generate_etrecord=True`` ...): lowered as on a miss, nothing looked up or
+  stored, one debug line on ``logging.getLogger("fastlower.cache")`` saying why.
+
+A damaged, truncated or foreign entry is a miss with one
+:class:`~fastlower.preprocess.CacheWarning`; a folder that cannot be written is
+used for lookups only (one warning per process and folder). The caller's
+programs are never modified by a hit; on a miss, as by fastlower's lowering.
+"""
+
+from __future__ import annotations
+
+import copy
+import logging
+import time
+from typing import Any, Dict, List, Optional, Sequence, Union
+
+from executorch.exir import EdgeCompileConfig
+from executorch.exir.backend.partitioner import Partitioner
+from executorch.exir.pass_manager import ExportedProgramPassManager, PassType
+from executorch.exir.program import _program
+from executorch.exir.program._program import EdgeProgramManager
+from torch.export import ExportedProgram
+from torch.fx.passes.infra.pass_manager import PassManager as GraphModulePassManager
+
+from . import access, compare, manifest
+from .errors import LoweringCacheVerificationError, Uncacheable
+from .key import LoweringKey, lowering_key, method_programs
+from .report import report_from_programs
+from .settings import LoweringCacheSettings, resolve
+from .store import LoweringStore
+
+from .. import patch
+
+log = logging.getLogger("fastlower.cache")
+
+
+
+def reference() -> Any:
+    """The reference ``to_edge_transform_and_lower`` (as imported before any patching)."""
+    return patch.reference_of("to_edge_transform_and_lower")
+
+
+def to_edge_transform_and_lower(  # noqa: C901
+    programs: Union[ExportedProgram, Dict[str, ExportedProgram]],
+    transform_passes: Optional[
+        Union[
+            Sequence[PassType],
+            Dict[str, Sequence[PassType]],
+            GraphModulePassManager,
+            ExportedProgramPassManager,
+        ]
+    ] = None,
+    partitioner: Optional[
+        Union[List[Partitioner], Dict[str, List[Partitioner]]]
+    ] = None,
+    constant_methods: Optional[Dict[str, Any]] = None,
+    compile_config: Optional[EdgeCompileConfig] = None,
+    generate_etrecord: bool = False,
+) -> "EdgeProgramManager":
+    """
+    :func:`to_edge_transform_and_lower` constructs an EdgeProgramManager from a set of
+    exported programs in ATen dialect. It differs fundamentally from to_edge in that it
+    combines the conversion of the ATen dialect to the edge dialect program, then running
+    the transformation passes and then subsequently lowering the programs to their
+    corresponding backends all into a single API.
+
+    This is fundamentally useful for lowering to backends that have ops registered that they
+    do not want to be decomposed and thus rely on matching with these non-decomposed ops. For
+    these sorts of backends this is the *only* API that should be used to lower to the edge
+    dialect. Using a combination of to_edge(...) and to_backend(...) will result in inconsistent
+    or wrong behavior.
+
+    This API is the primary recommended way to lower to the CPU based XNNPack backend.
+
+    Args:
+        programs: Can be a single ExportedProgram or a dictionary mapping function names
+            to their corresponding ExportedPrograms. If only a single ExportedProgram is
+            provided it will be assigned the name "forward".
+
+        transform_passes: The transform_passes can be one of:
+            1) a list of passes -
+                all methods in the given EdgeProgramManager will be transformed with the provided passes.
+            2) a dictionary -
+                only method names specified in the dictionary will be transformed
+                with their corresponding passes
+            3) an instance of a PassManager (either a GraphModulePassManager or an ExportedProgramPassManager) -
+                all methods in the given EdgeProgramManager will be
+                transformed with the given PassManager instance.
+
+        partitioner: The partitioner can either be a Partitioner subclass instance, or a
+            dictionary mapping method names to Partitioner subclass instance. If it is a
+            Partitioner subclass, all programs in the given EdgeProgramManager will be lowered
+            using the given partitioner. If it is a dictionary, only method names specified in
+            the dictionary will be lowered with the given partitioner.
+
+        constant_methods: An optional dictionary of method name to the constant value
+            returned by that method in eager mode. Often used to store config information on
+            Edge models.
+
+        compile_config: An optional argument used to provide greater control over the
+            transformation to edge dialect process.
+
+        generate_etrecord: An optional argument used to generate an etrecord for debugging purposes.
+
+    Returns:
+        EdgeProgramManager
+    """
+    args = dict(transform_passes=transform_passes, partitioner=partitioner,
+                constant_methods=constant_methods, compile_config=compile_config,
+                generate_etrecord=generate_etrecord)
+    settings = resolve()
+    if settings.directory is None:
+        return _lower(programs, args)
+    try:
+        key = lowering_key(programs, **args)
+    except Uncacheable as why:
+        log.debug("to_edge_transform_and_lower not cached: %s", why)
+        manager = _lower(programs, args)
+        _mark_report(manager, "uncacheable", "", {})
+        return manager
+    store = access.open_store(settings)
+    if store is None:
+        return _lower(programs, args)
+    try:
+        return _cached(store, key, settings, programs, args)
+    finally:
+        store.close()
+
+
+def _cached(store: LoweringStore, key: LoweringKey, settings: LoweringCacheSettings,
+            programs: Any, args: Dict[str, Any]) -> EdgeProgramManager:
+    seconds = {"key": key.seconds}
+    start = time.perf_counter()
+    found = access.lookup(store, key.key)
+    seconds["load"] = time.perf_counter() - start
+    if found is not None and not settings.verify:
+        info, payload = found
+        manager = _manager(payload["programs"], info, args)
+        report = report_from_programs(manager._edge_programs, "hit", key.key, seconds)
+        _publish(report, manager)
+        return manager
+    start = time.perf_counter()
+    manager, added_ops = _lower_recording(programs, args)
+    seconds["lower"] = time.perf_counter() - start
+    if found is not None:  # verify mode
+        fresh = compare.describe(manager._edge_programs, manager._config_methods)
+        cached = compare.describe(found[1]["programs"], manager._config_methods)
+        difference = compare.first_difference(fresh, cached)
+        if difference is not None:
+            raise LoweringCacheVerificationError(difference, key.key, str(settings.directory))
+        _mark_report(manager, "verified", key.key, seconds)
+        return manager
+    if store.read_only:
+        _mark_report(manager, "miss", key.key, seconds)
+        return manager
+    start = time.perf_counter()
+    _store(store, key.key, manager, added_ops, seconds["lower"])
+    seconds["store"] = time.perf_counter() - start
+    _mark_report(manager, "miss", key.key, seconds)
+    return manager
+
+
+def _store(store: LoweringStore, key: str, manager: EdgeProgramManager, added_ops: List[str],
+           lower_seconds: float) -> None:
+    info = {"backends": manifest.backends_of(manager._edge_programs),
+            "exception_ops": added_ops, "lower_seconds": lower_seconds,
+            "created": time.time()}
+    fresh = compare.describe(manager._edge_programs)
+
+    def same(copy_back: Dict[str, Any]) -> Optional[str]:
+        return compare.first_difference(fresh, compare.describe(copy_back["programs"]),
+                                        "lowered", "stored copy")
+
+    access.store_checked(store, key, info, {"programs": dict(manager._edge_programs)}, same)
+
+
+def _partitioner_rounds(programs: Dict[str, ExportedProgram], partitioner: Any) -> int:
+    if partitioner is None:
+        return 0
+    if not isinstance(partitioner, dict):
+        return len(partitioner) if programs else 0
+    return max((len(p) for p in partitioner.values()), default=0)
+
+
+def _manager(programs: Dict[str, ExportedProgram], info: Dict[str, Any],
+             args: Dict[str, Any]) -> EdgeProgramManager:
+    """The manager the reference's last step would have made around ``programs``."""
+    added = manifest.resolve_ops(info.get("exception_ops", []))
+    # the reference merges the ops it kept from decomposition into the config it was
+    # given (the caller's: a side effect), or into a fresh default one
+    config = args["compile_config"] or EdgeCompileConfig()
+    config._core_aten_ops_exception_list = list(
+        set(config._core_aten_ops_exception_list) | set(added))
+    constant_methods = args["constant_methods"]
+    if _partitioner_rounds(programs, args["partitioner"]):
+        return EdgeProgramManager(programs, copy.deepcopy(constant_methods),
+                                  EdgeCompileConfig(_check_ir_validity=False))
+    if args["transform_passes"] is not None:
+        return EdgeProgramManager(programs, copy.deepcopy(constant_methods), config)
+    return EdgeProgramManager(programs, constant_methods, config,
+                              core_aten_ops_exception_list=added)
+
+
+def _lower(programs: Any, args: Dict[str, Any]) -> EdgeProgramManager:
+    """The reference's function with fastlower's ``to_backend`` (its preprocess cache)."""
+    from ..api import to_backend as fastlower_to_backend
+
+    with patch.routed({"to_backend": fastlower_to_backend}):
+        return reference()(programs, **args)  # type: ignore[no-any-return]
+
+
+def _lower_recording(programs: Any, args: Dict[str, Any]):
+    """:func:`_lower`, and the ops it added to the caller's ``compile_config``."""
+    config = args["compile_config"]
+    before = list(config._core_aten_ops_exception_list) if config is not None else None
+    manager = _lower(programs, args)
+    if config is None:
+        added = list(manager.compile_config._core_aten_ops_exception_list) \
+            if not _partitioner_rounds(method_programs(programs), args["partitioner"]) else []
+    else:
+        added = [op for op in config._core_aten_ops_exception_list if op not in before]
+    return manager, manifest.op_names(added)
+
+
+def _publish(report, manager: EdgeProgramManager) -> None:
+    from ..report import registry
+
+    registry.publish(report, dict(manager._edge_programs))
+
+
+def _mark_report(manager: EdgeProgramManager, status: str, key: str,
+                 seconds: Dict[str, float]) -> None:
+    """The live lowering's report (its last ``to_backend``), marked; a lowering that ran no
+    ``to_backend`` (no partitioner) gets one read off its programs."""
+    from ..report import registry
+
+    report = registry.report_for(manager)
+    if report is None:
+        report = report_from_programs(manager._edge_programs, status, key, seconds)
+        for record in report.partition_records:
+            record.cache_hit = None
+        report.cache_hits.clear()
+        _publish(report, manager)
+        return
+    report.lowering_cache = status
+    report.lowering_cache_key = key
+    report.lowering_cache_seconds = dict(seconds)

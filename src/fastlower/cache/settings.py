@@ -1,0 +1,54 @@
+"""The lowering cache's settings: the preprocess cache's, plus one switch.
+
+The lowering cache lives in the preprocess cache's folder and obeys its options
+(``fastlower.preprocess.options(cache_dir=..., cache_size=..., verify=...)`` or
+``FASTLOWER_CACHE_DIR`` / ``FASTLOWER_CACHE_SIZE`` / ``FASTLOWER_CACHE_VERIFY``):
+no folder, no cache. ``FASTLOWER_LOWERING_CACHE=0`` (or ``with
+fastlower.cache.disabled():``) keeps the preprocess cache and turns this one off.
+"""
+
+from __future__ import annotations
+
+import os
+from contextlib import contextmanager
+from contextvars import ContextVar
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterator, Optional
+
+from ..preprocess.settings import resolve as resolve_preprocess
+
+ENV_SWITCH = "FASTLOWER_LOWERING_CACHE"
+_DISABLED: ContextVar[bool] = ContextVar("fastlower_lowering_cache_disabled", default=False)
+
+
+@dataclass(frozen=True)
+class LoweringCacheSettings:
+    """The settings in force for one ``to_edge_transform_and_lower`` call."""
+
+    directory: Optional[Path]  # None: the cache is off
+    size_limit: int
+    verify: bool
+
+
+def switched_off() -> bool:
+    if _DISABLED.get():
+        return True
+    return os.environ.get(ENV_SWITCH, "").strip().lower() in ("0", "false", "no", "off")
+
+
+def resolve() -> LoweringCacheSettings:
+    """The folder (None when off), size limit and verify flag for the call about to run."""
+    opts = resolve_preprocess()
+    directory = None if switched_off() else opts.cache_dir
+    return LoweringCacheSettings(directory, opts.cache_size, opts.verify)
+
+
+@contextmanager
+def disabled() -> Iterator[None]:
+    """No lowering-cache lookup or store inside the block (this thread / task only)."""
+    token = _DISABLED.set(True)
+    try:
+        yield
+    finally:
+        _DISABLED.reset(token)
