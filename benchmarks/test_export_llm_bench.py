@@ -24,7 +24,8 @@ Each reports the whole process's wall time, the lowering window
 partitioners), cache hits/misses, and the ``.pte``'s digest, which must equal the
 reference's in every run. Configs: ``FASTLOWER_BENCH_LLM_CONFIGS`` (default
 ``stories15m-8da4w,stories110m-8da4w``; ``-fp32`` variants without quantization); results JSON:
-``FASTLOWER_BENCH_LLM_JSON`` (default ``benchmarks/export_llm_results.json``); the
+``FASTLOWER_BENCH_LLM_JSON`` (default ``benchmarks/export_llm_results.json``); runs:
+``FASTLOWER_BENCH_LLM_RUNS`` (default all, comma-separated); the
 table in ``benchmarks/README.md`` is made from it by ``report_export_llm.py``.
 Run (quiet 2-core machine, ~45 min):
 ``.venv/bin/python -m pytest benchmarks/test_export_llm_bench.py -s -p no:cacheprovider``.
@@ -47,7 +48,10 @@ from tests.pipeline.export_llm import CONFIGS, ExportRun, run_export  # noqa: E4
 
 NAMES = os.environ.get("FASTLOWER_BENCH_LLM_CONFIGS",
                        "stories15m-8da4w,stories110m-8da4w").split(",")
-RUNS = ("reference", "serial", "cold", "warm", "warm-preprocess", "edited")
+ALL_RUNS = ("reference", "serial", "cold", "warm", "warm-preprocess", "edited")
+# a subset, in this order (e.g. "reference,cold,warm" for the biggest config); the
+# reference always runs first, as every ratio is to it
+RUNS = tuple(os.environ.get("FASTLOWER_BENCH_LLM_RUNS", ",".join(ALL_RUNS)).split(","))
 NUDGED = "layers.0.attention_norm.weight"
 JSON_OUT = Path(os.environ.get("FASTLOWER_BENCH_LLM_JSON", HERE / "export_llm_results.json"))
 _RESULTS: dict = {}
