@@ -93,6 +93,12 @@ def _assert_reference_everywhere() -> None:
     assert backend_api.to_backend is REFERENCE
     assert _program.to_backend is REFERENCE
     assert _dispatcher_sites() == []
+    import executorch.exir as exir
+
+    etl = patch.reference_of("to_edge_transform_and_lower")
+    assert exir.to_edge_transform_and_lower is etl and _program.to_edge_transform_and_lower is etl
+    assert _program.EdgeProgramManager.__dict__["to_executorch"] is \
+        patch.reference_of("to_executorch")
 
 
 def _wait(event: threading.Event) -> None:
@@ -334,6 +340,31 @@ def test_modules_imported_before_and_after_are_rebound_and_restored():
     finally:
         sys.modules.pop("user_probe_before", None)
         sys.modules.pop("executorch_probe_after", None)
+
+
+def test_lowering_cache_entry_points_are_bound_and_restored():
+    """``to_edge_transform_and_lower`` (module attributes) and
+    ``EdgeProgramManager.to_executorch`` (a class attribute) follow the same rules."""
+    import executorch.exir as exir
+    import fastlower.cache
+
+    manager_class = _program.EdgeProgramManager
+    by_name = {entry.name: entry for entry in patch.ENTRY_POINTS}
+    etl, to_et = by_name["to_edge_transform_and_lower"], by_name["to_executorch"]
+    assert etl.reference.__module__ == "executorch.exir.program._program"
+    assert to_et.reference is manager_class.__dict__["to_executorch"]  # nothing installed yet
+    with patch.installed():
+        assert exir.to_edge_transform_and_lower is etl.dispatcher
+        assert _program.to_edge_transform_and_lower is etl.dispatcher
+        assert sys.modules[__name__].to_edge_transform_and_lower is etl.dispatcher
+        assert manager_class.__dict__["to_executorch"] is to_et.dispatcher
+        assert patch.implementation("to_edge_transform_and_lower") is \
+            fastlower.cache.to_edge_transform_and_lower
+        assert patch.implementation("to_executorch") is fastlower.cache.to_executorch
+        with patch.reference():
+            assert patch.implementation("to_executorch") is to_et.reference
+    assert to_edge_transform_and_lower is etl.reference  # this module's own import
+    _assert_reference_everywhere()
 
 
 def test_reference_validation_switch_reaches_fastlower():
