@@ -212,7 +212,8 @@ class GraphBuilder:
             a_out.args = (tuple(old[i] for i in part.output_order),)
             output_specs = [output_specs[i] for i in part.output_order]
             arranged.lint()
-        return ExportGraphSignature(input_specs=input_specs, output_specs=output_specs), state, consts
+        signature = ExportGraphSignature(input_specs=input_specs, output_specs=output_specs)
+        return signature, state, consts
 
     def set_delegate_meta(self, pid: int) -> None:
         part = self.sim.partitions[pid]

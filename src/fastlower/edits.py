@@ -61,7 +61,8 @@ def _canonical(value: Any, position: Dict[Node, int]) -> Any:
     if isinstance(value, (list, tuple)):
         return (type(value).__name__,) + tuple(_canonical(v, position) for v in value)
     if isinstance(value, dict):  # kwargs: their order is not an edit
-        return ("dict",) + tuple(sorted(((str(k), _canonical(v, position)) for k, v in value.items()),
+        return ("dict",) + tuple(sorted(((str(k), _canonical(v, position))
+                                         for k, v in value.items()),
                                         key=lambda kv: kv[0]))
     return value
 
@@ -92,8 +93,9 @@ def _argument_names(node: Node) -> Optional[List[str]]:
 
 def _plain(value: Any) -> Any:
     """A value for the message: nodes by name."""
-    return torch.fx.node.map_arg(value, lambda n: n.name) if isinstance(value, (list, tuple, dict, Node)) \
-        else value
+    if isinstance(value, (list, tuple, dict, Node)):
+        return torch.fx.node.map_arg(value, lambda n: n.name)
+    return value
 
 
 def find_arg_edits(edited: GraphModule, original: GraphModule) -> List[ArgEdit]:
@@ -119,7 +121,8 @@ def find_arg_edits(edited: GraphModule, original: GraphModule) -> List[ArgEdit]:
                 if not _same(_canonical(a, edited_pos), _canonical(b, original_pos)):
                     label = names[i] if names and i < len(names) else f"args[{i}]"
                     edits.append(ArgEdit(old.name, label, _plain(b), _plain(a), new))
-        new_kwargs, old_kwargs = _canonical(new.kwargs, edited_pos), _canonical(old.kwargs, original_pos)
+        new_kwargs = _canonical(new.kwargs, edited_pos)
+        old_kwargs = _canonical(old.kwargs, original_pos)
         if not _same(new_kwargs, old_kwargs):
             for key in list(old.kwargs) + [k for k in new.kwargs if k not in old.kwargs]:
                 a, b = new.kwargs.get(key), old.kwargs.get(key)
@@ -171,7 +174,8 @@ def _bodies(gm: GraphModule) -> Dict[str, GraphModule]:
             if n.op == "get_attr" and isinstance(getattr(gm, n.target, None), GraphModule)}
 
 
-def find_edits(edited: GraphModule, original: GraphModule, structure_checked: bool) -> PartitionerEdits:
+def find_edits(edited: GraphModule, original: GraphModule,
+               structure_checked: bool) -> PartitionerEdits:
     """Argument edits of the top graph and of every control-flow body, recursively.
 
     ``structure_checked``: the caller has established that the top graphs match

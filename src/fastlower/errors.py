@@ -85,8 +85,8 @@ class SharedConstantError(PartitionContractError):
         why = ("it is marked no_copy, so it cannot be duplicated per partition" if no_copy
                else "a constant owned by a delegate may only be used by nodes of that delegate")
         super().__init__("constant-used-across-tags",
-                         f"constant data node ({node}) is tagged with ({tag}) but has user ({user}) "
-                         f"which has tag ({user_tag})",
+                         f"constant data node ({node}) is tagged with ({tag}) but has user "
+                         f"({user}) which has tag ({user_tag})",
                          f"its user {user} has tag {user_tag}; {why}", node, tag)
         self.user = user
         self.user_tag = user_tag
@@ -141,12 +141,13 @@ class BufferMutationOutputError(PartitionContractError, AssertionError):
         # the reference's message continues with a dump of the program being lowered
         # ("The toplevel program: ..."), which fastlower does not build
         super().__init__("owned-buffer-mutation-reused",
-                         f"Constant {target} was tagged to be consumed by the buffer, and was found "
-                         "to also contain a buffer mutation. However this buffer mutation node was "
-                         "found to also be used as other types of outputs which is currently not "
-                         "supported. Please file an issue on Github. ",
-                         f"the delegate owns buffer {target} and its update, which the program also "
-                         "returns as another output; untag the buffer or return the update once",
+                         f"Constant {target} was tagged to be consumed by the buffer, and was "
+                         "found to also contain a buffer mutation. However this buffer mutation "
+                         "node was found to also be used as other types of outputs which is "
+                         "currently not supported. Please file an issue on Github. ",
+                         f"the delegate owns buffer {target} and its update, which the program "
+                         "also returns as another output; untag the buffer or return the update "
+                         "once",
                          node, tag)
 
 
@@ -159,12 +160,13 @@ class OwnedBufferUpdateReadError(PartitionContractError):
                          f"Tried to erase Node {node} but it still had {len(self.readers)} users "
                          f"in the graph: {users}!",
                          f"the delegate owns buffer {target} and its update, but the updated value "
-                         f"is also read outside the delegate by {', '.join(self.readers)}; tag those "
-                         "readers too or leave the buffer untagged", node, tag)
+                         f"is also read outside the delegate by {', '.join(self.readers)}; tag "
+                         "those readers too or leave the buffer untagged", node, tag)
 
 
 class MethodWithoutProgramError(FastlowerError, AssertionError):
-    """A ``MethodProgramsPartitionerSpec`` names a partitioner for a method it has no program for."""
+    """A ``MethodProgramsPartitionerSpec`` names a partitioner for a method it has no program
+    for."""
 
     def __init__(self, method: str, methods: Sequence[str]):
         super().__init__(f"Partitioner for method {method} is not provided")

@@ -308,8 +308,8 @@ def _lower_multi(lowerings: List[MethodLowering], report: LoweringReport) -> Non
         run_batch()
     if insert_error is not None:
         raise insert_error
-    for backend_id, per_method in by_backend.items():
-        for m, parts in per_method.items():
+    for per_method in by_backend.values():
+        for parts in per_method.values():
             for part in parts:
                 part.builder.sim.insert_delegate(part.pid)
 

@@ -3,9 +3,9 @@
 
 How it works. For each entry point of :data:`ENTRY_POINTS` (ExecuTorch's
 ``to_backend``, and ``to_edge_transform_and_lower`` / ``EdgeProgramManager.to_executorch``
-behind the lowering cache of :mod:`fastlower.cache`) fastlower makes, once, a *dispatcher*: a function that looks like the
-reference (``functools.wraps``: same name, docstring and attributes, ``__wrapped__``
-is the reference) and, at each call, runs
+behind the lowering cache of :mod:`fastlower.cache`) fastlower makes, once, a
+*dispatcher*: a function that looks like the reference (``functools.wraps``: same name,
+docstring and attributes, ``__wrapped__`` is the reference) and, at each call, runs
 
 * the implementation the calling thread or asyncio task asked for with
   :func:`installed` (a context variable: other threads and tasks do not see it);

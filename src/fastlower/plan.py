@@ -146,7 +146,8 @@ class ContractStops:
     fusing: Dict[int, errors.FastlowerError] = field(default_factory=dict)
 
 
-def _contract_stops(enc: EncodedGraph, tag_names: Sequence[str], is_submodule: bool) -> ContractStops:
+def _contract_stops(enc: EncodedGraph, tag_names: Sequence[str],
+                    is_submodule: bool) -> ContractStops:
     """Where the reference raises each broken partition rule of this graph.
 
     The native check answers whether any rule is broken (the common case: none);

@@ -41,7 +41,8 @@ def check_node_id(where: str, name: str, x: int, n: int) -> None:
 
 def check_csr(where: str, offsets_name: str, offsets: Sequence[int], flat_name: str,
               flat_len: int, n: int) -> None:
-    """CSR offsets of ``n`` rows: ``n + 1`` entries, start at 0, never decrease, end at ``flat_len``."""
+    """CSR offsets of ``n`` rows: ``n + 1`` entries, start at 0, never decrease, end at
+    ``flat_len``."""
     check_length(where, offsets_name, offsets, n + 1)
     if offsets[0] != 0:
         raise ValueError(f"{where}: {offsets_name}[0] is not 0")
@@ -53,7 +54,8 @@ def check_csr(where: str, offsets_name: str, offsets: Sequence[int], flat_name: 
 
 
 def check_tag_ids(where: str, name: str, tags: Sequence[int], n_tags: int) -> None:
-    """Every tag -2 (unknown), -1 (untagged) or in ``[0, n_tags)``; ``n_tags < 0`` means unbounded."""
+    """Every tag -2 (unknown), -1 (untagged) or in ``[0, n_tags)``; ``n_tags < 0`` means
+    unbounded."""
     for k, t in enumerate(tags):
         if t < -2 or (n_tags >= 0 and t >= n_tags):
             bound = f"in [0, {n_tags})" if n_tags >= 0 else ">= 0"

@@ -10,7 +10,8 @@ from .fusion import OP_OUTPUT, OP_PLACEHOLDER, ROLE_BUFFER, ROLE_CONSTANT, ROLE_
 # violation codes, shared with the C++ core
 OK, TAGGED_OUTPUT, TAGGED_USER_INPUT, UNKNOWN_TAG, NO_COPY_SHARED = range(5)
 
-# placeholder roles a partition may own (the reference's is_param/is_buffer/is_lifted_tensor_constant)
+# placeholder roles a partition may own (the reference's is_param / is_buffer /
+# is_lifted_tensor_constant)
 OWNABLE_ROLES = (ROLE_PARAMETER, ROLE_BUFFER, ROLE_CONSTANT)
 
 

@@ -26,7 +26,8 @@ from .namespace import Namespace, snake_case
 # node.op codes, shared with the encoder and the C++ core
 OP_PLACEHOLDER, OP_GET_ATTR, OP_CALL_FUNCTION, OP_CALL_MODULE, OP_CALL_METHOD, OP_OUTPUT = range(6)
 # what created a node
-KIND_ORIGINAL, KIND_CONSTANT_COPY, KIND_CALL_MODULE, KIND_GETITEM, KIND_GET_ATTR, KIND_DELEGATE = range(6)
+(KIND_ORIGINAL, KIND_CONSTANT_COPY, KIND_CALL_MODULE, KIND_GETITEM, KIND_GET_ATTR,
+ KIND_DELEGATE) = range(6)
 # placeholder roles (input spec kinds the contract cares about)
 ROLE_USER_INPUT, ROLE_PARAMETER, ROLE_BUFFER, ROLE_CONSTANT, ROLE_OTHER = range(5)
 # output spec kinds
@@ -89,9 +90,9 @@ def check_graph_arrays(g) -> None:
     for i, o in enumerate(g.op):
         if not OP_PLACEHOLDER <= o <= OP_OUTPUT:
             raise ValueError(f"{where}: g.op[{i}] is not an op code in [0, 5]")
-    for field in ("inputs", "users"):
-        for i, xs in enumerate(getattr(g, field)):
-            check_node_ids(where, f"g.{field}[{i}]", xs, n)
+    for adjacency in ("inputs", "users"):
+        for i, xs in enumerate(getattr(g, adjacency)):
+            check_node_ids(where, f"g.{adjacency}[{i}]", xs, n)
     for i, xs in enumerate(g.inputs):
         if len(set(xs)) != len(xs):
             raise ValueError(f"{where}: g.inputs[{i}] lists a node twice")
@@ -106,12 +107,14 @@ def check_graph_arrays(g) -> None:
         for u, xs in enumerate(g.inputs):
             for x in xs:
                 if (x, u) not in seen:
-                    raise ValueError(f"{where}: g.users[{x}] lacks node {u}, which takes it as an input")
+                    raise ValueError(
+                        f"{where}: g.users[{x}] lacks node {u}, which takes it as an input")
     for p, x in enumerate(g.out_args):
         if x != -1 and not 0 <= x < n:
             raise IndexError(f"{where}: g.out_args[{p}] is neither -1 nor a node id in [0, {n})")
     if m and not (n and g.op[n - 1] == OP_OUTPUT):
-        raise ValueError(f"{where}: g.out_args is not empty but the last node is not an output node")
+        raise ValueError(
+            f"{where}: g.out_args is not empty but the last node is not an output node")
     if m:
         out_inputs = set(g.inputs[n - 1])
         for p, x in enumerate(g.out_args):
@@ -265,7 +268,8 @@ class FusionSimulator:
         made = []
         for ith in range(1, len(users)):
             fqn = self.names[c] + f"_copy_{ith - 1}"
-            k = self._new_node(OP_PLACEHOLDER, KIND_CONSTANT_COPY, [], self.ns.create(snake_case(fqn)), c)
+            k = self._new_node(OP_PLACEHOLDER, KIND_CONSTANT_COPY, [],
+                               self.ns.create(snake_case(fqn)), c)
             self.copy_target[k] = fqn
             self.dh[k] = self.dh[c]
             self.fake[k] = self.fake[c]
@@ -366,7 +370,8 @@ class FusionSimulator:
             self._replace_all_uses(out, cm)
             if self.fake[out]:
                 plan.single_output = True
-                gi = self._new_node(OP_CALL_FUNCTION, KIND_GETITEM, [cm], self.ns.create("getitem"), out)
+                gi = self._new_node(OP_CALL_FUNCTION, KIND_GETITEM, [cm],
+                                    self.ns.create("getitem"), out)
                 self.getitem_index[gi] = 0
                 self.partition_of[gi] = pid
                 self.dh[gi] = self.dh[out]
@@ -380,7 +385,8 @@ class FusionSimulator:
             anchor_next = self.next[cm] if cm != self.tail else -1
             last = cm
             for i, out in enumerate(plan.outputs):
-                gi = self._new_node(OP_CALL_FUNCTION, KIND_GETITEM, [cm], self.ns.create("getitem"), out)
+                gi = self._new_node(OP_CALL_FUNCTION, KIND_GETITEM, [cm],
+                                    self.ns.create("getitem"), out)
                 self.getitem_index[gi] = i
                 self.partition_of[gi] = pid
                 self.dh[gi] = self.dh[out]
@@ -412,9 +418,11 @@ class FusionSimulator:
         deleted: List[int] = []
         if not self.is_submodule and plan.getitems:
             for p, node in enumerate(self.out_args):
-                if node < 0 or self.kind[node] != KIND_GETITEM or self.partition_of[node] != len(self.partitions) - 1:
+                if (node < 0 or self.kind[node] != KIND_GETITEM
+                        or self.partition_of[node] != len(self.partitions) - 1):
                     continue
-                if self.out_kinds[p] == OUT_BUFFER_MUTATION and self.out_targets[p] in owned_targets:
+                if (self.out_kinds[p] == OUT_BUFFER_MUTATION
+                        and self.out_targets[p] in owned_targets):
                     kinds[self.getitem_index[node]] = OUT_BUFFER_MUTATION
                     plan.output_targets[self.getitem_index[node]] = self.out_targets[p]
                     if node not in deleted:
@@ -470,7 +478,8 @@ class FusionSimulator:
     # -- delegate insertion -----------------------------------------------------
     def insert_delegate(self, pid: int) -> None:
         if not 0 <= pid < len(self.partitions):
-            raise IndexError(f"insert_delegate: pid is not a partition id in [0, {len(self.partitions)})")
+            raise IndexError(
+                f"insert_delegate: pid is not a partition id in [0, {len(self.partitions)})")
         plan = self.partitions[pid]
         if plan.delegate != -1:
             raise ValueError(f"insert_delegate: partition {pid} is already delegated")

@@ -38,7 +38,8 @@ PartitionsResult = Tuple[List[int], List[List[int]], List[int]]
 # ----------------------------------------------------------------------------- validation
 
 
-def _check_csr(name: str, offsets: Sequence[int], values: Sequence[int], n_rows: int, n: int) -> None:
+def _check_csr(name: str, offsets: Sequence[int], values: Sequence[int], n_rows: int,
+               n: int) -> None:
     if len(offsets) != n_rows + 1:
         raise ValueError(f"{name}: expected {n_rows + 1} offsets, got {len(offsets)}")
     if offsets[0] != 0 or offsets[-1] != len(values):
@@ -78,7 +79,8 @@ def _check_inputs(inputs_offsets: Sequence[int], inputs: Sequence[int], n: int) 
                                  "before it (the graph is not in topological order)")
 
 
-def _group_of_nodes(group_offsets: Sequence[int], group_members: Sequence[int], n: int) -> List[int]:
+def _group_of_nodes(group_offsets: Sequence[int], group_members: Sequence[int],
+                    n: int) -> List[int]:
     n_groups = len(group_offsets) - 1
     if n_groups < 0:
         raise ValueError("groups: expected at least one offset")
@@ -182,7 +184,8 @@ def propose_capability_partitions(users_offsets: Sequence[int], users: Sequence[
     def maybe_merge(self_id: int, other_id: int) -> Tuple[int, bool]:
         self_nodes, other_nodes = parts[self_id], parts[other_id]
         all_user_nodes = partition_users[self_id] | partition_users[other_id]
-        all_user_nodes = {u for u in all_user_nodes if assignment[u] != self_id and assignment[u] != other_id}
+        all_user_nodes = {u for u in all_user_nodes
+                          if assignment[u] != self_id and assignment[u] != other_id}
         if finds_cycle(all_user_nodes, self_id, other_id):
             return self_id, False
         merge_id, removed_id = self_id, other_id
@@ -317,7 +320,8 @@ def propose_group_partitions(users_offsets: Sequence[int], users: Sequence[int],
         pid = len(parts)
         g = group_of[i]
         if g >= 0:
-            nodes = [m for m in group_members[group_offsets[g]:group_offsets[g + 1]] if supported[m]]
+            nodes = [m for m in group_members[group_offsets[g]:group_offsets[g + 1]]
+                     if supported[m]]
         else:
             nodes = [i]
         for m in nodes:
@@ -401,7 +405,8 @@ def propose_group_partitions(users_offsets: Sequence[int], users: Sequence[int],
         grow(anc, (y for a in parts[p1] for y in inputs_of(a)), inputs_of)
         # nodes outside p1 on a path between two of its nodes (only an input group can be
         # non-convex; every merge yields a convex union)
-        inside_outside = [i for i in range(lo[p1], hi[p1]) if desc[i] and anc[i] and assignment[i] != p1]
+        inside_outside = [i for i in range(lo[p1], hi[p1])
+                          if desc[i] and anc[i] and assignment[i] != p1]
         for p2 in range(p1 + 1, n_parts):
             if not alive[p2]:
                 continue
@@ -419,7 +424,8 @@ def propose_group_partitions(users_offsets: Sequence[int], users: Sequence[int],
             grow(anc, (y for b in parts[p2] for y in inputs_of(b)), inputs_of)
             inside_outside = []
 
-    live: Dict[int, Dict[int, None]] = {p: dict.fromkeys(parts[p]) for p in range(n_parts) if alive[p]}
+    live: Dict[int, Dict[int, None]] = {p: dict.fromkeys(parts[p])
+                                        for p in range(n_parts) if alive[p]}
     reassignment: Dict[int, int] = {}
     for i in range(n):
         us = users_of(i)

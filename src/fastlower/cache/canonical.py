@@ -22,7 +22,6 @@ import enum
 import functools
 import importlib
 import importlib.metadata
-import inspect
 import io
 import sys
 import threading
@@ -279,7 +278,7 @@ def _versioned(module: str) -> bool:
 
 def _filled(cell) -> bool:
     try:
-        cell.cell_contents
+        cell.cell_contents  # noqa: B018  # reading an empty cell raises ValueError
     except ValueError:  # an empty cell
         return False
     return True

@@ -140,7 +140,8 @@ def to_executorch(  # noqa (FLAKE8) C901
 
 def _payload(result: ExecutorchProgramManager) -> Dict[str, Any]:
     return {"pte": bytes(result._pte_data),
-            "tensor_data": {name: bytes(cord) for name, cord in (result._tensor_data or {}).items()},
+            "tensor_data": {name: bytes(cord)
+                            for name, cord in (result._tensor_data or {}).items()},
             "emitter": result._emitter_output,
             "programs": dict(result._execution_programs)}
 

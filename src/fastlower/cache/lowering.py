@@ -38,7 +38,6 @@ from typing import Any, Dict, List, Optional, Sequence, Union
 from executorch.exir import EdgeCompileConfig
 from executorch.exir.backend.partitioner import Partitioner
 from executorch.exir.pass_manager import ExportedProgramPassManager, PassType
-from executorch.exir.program import _program
 from executorch.exir.program._program import EdgeProgramManager
 from torch.export import ExportedProgram
 from torch.fx.passes.infra.pass_manager import PassManager as GraphModulePassManager
@@ -100,11 +99,13 @@ def to_edge_transform_and_lower(  # noqa: C901
 
         transform_passes: The transform_passes can be one of:
             1) a list of passes -
-                all methods in the given EdgeProgramManager will be transformed with the provided passes.
+                all methods in the given EdgeProgramManager will be transformed with the
+                provided passes.
             2) a dictionary -
                 only method names specified in the dictionary will be transformed
                 with their corresponding passes
-            3) an instance of a PassManager (either a GraphModulePassManager or an ExportedProgramPassManager) -
+            3) an instance of a PassManager (either a GraphModulePassManager or an
+                ExportedProgramPassManager) -
                 all methods in the given EdgeProgramManager will be
                 transformed with the given PassManager instance.
 

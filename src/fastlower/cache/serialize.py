@@ -42,7 +42,7 @@ from torch.fx._lazy_graph_module import _LazyGraphModule
 from torch.fx.experimental.symbolic_shapes import ShapeEnv
 
 from .errors import DamagedEntry, Uncacheable
-from .symbolic import FakeRecord, SymbolicReader, SymbolicWriter, SymRecord
+from .symbolic import SymbolicReader, SymbolicWriter
 
 PROTOCOL = 5
 _SYM_TYPES = (torch.SymInt, torch.SymFloat, torch.SymBool)

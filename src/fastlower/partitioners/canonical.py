@@ -70,7 +70,8 @@ def _capability_propose(reference):
 def _group_propose(reference):
     def propose_partitions(self) -> List[Partition]:
         if is_active() and not _custom_viewer(self):
-            hook = native.overrides_hooks(self, native.GroupBasedPartitioner, native.GROUP_HOOKS[1:])
+            hook = native.overrides_hooks(self, native.GroupBasedPartitioner,
+                                          native.GROUP_HOOKS[1:])
             if hook is None:
                 try:
                     return native.propose_group(self)

@@ -36,7 +36,8 @@ def _qualified_name(node: Node) -> Optional[str]:
     if node.op != "call_function":
         return None
     if not callable(node.target):
-        raise NotEncodable(f"node {node.name}: call_function target {node.target!r} is not callable")
+        raise NotEncodable(
+            f"node {node.name}: call_function target {node.target!r} is not callable")
     try:
         return _get_qualified_name(node.target)
     except Exception as exc:  # whatever the reference would raise, it raises itself

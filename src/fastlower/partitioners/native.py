@@ -77,7 +77,8 @@ def _run(graph: EncodedGraph, propose, *args):
         return propose(*args)
     except ValueError as exc:
         found = re.search(r"node (\d+)", str(exc))
-        node = graph.nodes[int(found.group(1))].name if found and int(found.group(1)) < len(graph.nodes) else None
+        node = (graph.nodes[int(found.group(1))].name
+                if found and int(found.group(1)) < len(graph.nodes) else None)
         raise errors.PartitionerGraphError(str(exc), node) from exc
 
 
@@ -85,9 +86,10 @@ def propose_capability(partitioner: CapabilityBasedPartitioner) -> List[Partitio
     """What ``CapabilityBasedPartitioner.propose_partitions`` returns, computed natively."""
     graph = _encode(partitioner)
     propose, _ = _algorithms()
-    result = _run(graph, propose, graph.users_offsets, graph.users, graph.is_getitem, graph.supported,
-                     graph.compute_weight, bool(partitioner.allows_single_node_partition),
-                     bool(getattr(partitioner, "skip_horizontal_fusion", False)))
+    result = _run(graph, propose, graph.users_offsets, graph.users, graph.is_getitem,
+                  graph.supported, graph.compute_weight,
+                  bool(partitioner.allows_single_node_partition),
+                  bool(getattr(partitioner, "skip_horizontal_fusion", False)))
     return _partitions(graph, result)
 
 
@@ -114,9 +116,9 @@ def propose_group(partitioner) -> List[Partition]:
     graph = _encode(partitioner)
     offsets, members = _group_arrays(partitioner, graph)
     _, propose = _algorithms()
-    result = _run(graph, propose, graph.users_offsets, graph.users, graph.inputs_offsets, graph.inputs,
-                     graph.is_getitem, graph.supported, graph.compute_weight, offsets, members,
-                     bool(partitioner.allows_single_node_partition))
+    result = _run(graph, propose, graph.users_offsets, graph.users, graph.inputs_offsets,
+                  graph.inputs, graph.is_getitem, graph.supported, graph.compute_weight, offsets,
+                  members, bool(partitioner.allows_single_node_partition))
     return _partitions(graph, result)
 
 

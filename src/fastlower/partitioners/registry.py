@@ -171,7 +171,8 @@ def uninstall() -> None:
             # every module, not only those rebound: one imported since the last scan may
             # have copied the replacement from a rebound module
             for module_name, module in list(sys.modules.items()):
-                if module is None or module_name == "fastlower" or module_name.startswith("fastlower."):
+                if (module is None or module_name == "fastlower"
+                        or module_name.startswith("fastlower.")):
                     continue
                 try:
                     namespace = vars(module)

@@ -62,7 +62,8 @@ class SourceIndex:
             source: list(by_fqn.values()) for source, by_fqn in self.partitions.items()}
         self._holder: Optional[Dict[Node, SourcePartition]] = None
 
-    def answer(self, filter_fn: Optional[Callable[[Node], bool]]) -> Dict[Any, List[SourcePartition]]:
+    def answer(self, filter_fn: Optional[Callable[[Node], bool]]
+               ) -> Dict[Any, List[SourcePartition]]:
         if not filter_fn:
             return {source: list(parts) for source, parts in self.unfiltered.items()}
         return {source: [self.partitions[source][fqn] for fqn, nodes in by_fqn.items()
@@ -191,8 +192,9 @@ get_source_partitions.__doc__ = reference_get_source_partitions.__doc__
 get_source_partitions.__wrapped__ = reference_get_source_partitions  # type: ignore[attr-defined]
 
 
-def partitions_and_holder(graph: Graph, wanted_sources: List[Any], node: Node
-                          ) -> Optional[Tuple[Dict[Any, List[SourcePartition]], Optional[SourcePartition]]]:
+def partitions_and_holder(
+        graph: Graph, wanted_sources: List[Any], node: Node,
+) -> Optional[Tuple[Dict[Any, List[SourcePartition]], Optional[SourcePartition]]]:
     """``get_source_partitions(graph, wanted_sources)`` and the partition holding ``node``
     (what XNNPACK's GEMM configs find by scanning every partition), or None when the
     native index cannot answer (the caller then runs the reference's code)."""

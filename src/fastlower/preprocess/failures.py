@@ -64,7 +64,8 @@ def backend_error(exc: BaseException, tag: str, backend_id: str, method: str) ->
     backend's class cannot be subclassed (or instantiated without its
     ``__init__``), the original is returned with that note.
     """
-    where = f"fastlower: preprocess of partition '{tag}' of method '{method}' by backend {backend_id}"
+    where = (f"fastlower: preprocess of partition '{tag}' of method '{method}' "
+             f"by backend {backend_id}")
     if not isinstance(exc, Exception) or isinstance(exc, PreprocessError):
         return exc
     try:

@@ -166,7 +166,8 @@ class _Collector:
     def close(self) -> None:
         report = self.report
         report.partition_records = list(self.parts.values())
-        report.operators = sorted(self.ops.values(), key=lambda o: (-o.delegated - o.not_delegated, o.op))
+        report.operators = sorted(self.ops.values(),
+                                  key=lambda o: (-o.delegated - o.not_delegated, o.op))
         report.total_nodes = len(report.nodes)
         report.delegated_nodes = sum(1 for n in report.nodes if n.partition is not None)
         report.partitions = {}

@@ -29,7 +29,8 @@ from .model import LoweringReport
 GRAPH_ID = "graph"  # the graph id of Model Explorer's ExportedProgram adapter
 
 
-def node_data(report: LoweringReport, method: str = "forward", graph_id: str = GRAPH_ID) -> Dict[str, Any]:
+def node_data(report: LoweringReport, method: str = "forward",
+              graph_id: str = GRAPH_ID) -> Dict[str, Any]:
     """The overlay as a dict (``ModelNodeData``: graph id -> ``GraphNodeData``)."""
     palette = colors(report)
     numbers: Dict[str, int] = {}

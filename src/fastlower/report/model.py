@@ -169,7 +169,8 @@ class LoweringReport:
         finally:
             share = (time.perf_counter() - start) / max(len(parts), 1)
             for part in parts:
-                self._preprocess_seconds[id(part)] = self._preprocess_seconds.get(id(part), 0) + share
+                self._preprocess_seconds[id(part)] = (
+                    self._preprocess_seconds.get(id(part), 0) + share)
 
     def record_preprocess(self, partition: object, backend: str, seconds: float,
                           cache_hit: Optional[bool], tag: str = "", method: str = "") -> None:

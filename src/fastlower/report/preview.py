@@ -47,7 +47,8 @@ def preview(program: Any, partitioner: Any, method: str = "forward") -> Lowering
     return _preview_methods({method: program}, {method: partitioner})
 
 
-def _preview_methods(programs: Mapping[str, Any], partitioners: Mapping[str, Any]) -> LoweringReport:
+def _preview_methods(programs: Mapping[str, Any],
+                     partitioners: Mapping[str, Any]) -> LoweringReport:
     from ..lowering import make_fake_program
 
     start = time.perf_counter()
@@ -75,7 +76,8 @@ def _preview_to_backend(spec: Any, *args: Any) -> Any:
     """Stands in for ``to_backend(MethodProgramsPartitionerSpec)``: report, then stop."""
     if args or not hasattr(spec, "method_to_edge_program"):
         raise TypeError("the preview stands in for to_backend(MethodProgramsPartitionerSpec) only")
-    raise _PartitionedOnly(_preview_methods(spec.method_to_edge_program, spec.method_to_partitioner))
+    raise _PartitionedOnly(_preview_methods(spec.method_to_edge_program,
+                                            spec.method_to_partitioner))
 
 
 def preview_export(aten_program: Any, partitioner: Any, **kwargs: Any) -> LoweringReport:
