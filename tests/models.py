@@ -1090,7 +1090,8 @@ class ModelsFailingBackend(BackendDetails):
     """A backend whose ``preprocess`` always raises ``ValueError``."""
 
     @staticmethod
-    def preprocess(edge_program: ExportedProgram, compile_specs: List[CompileSpec]) -> PreprocessResult:
+    def preprocess(edge_program: ExportedProgram,
+                   compile_specs: List[CompileSpec]) -> PreprocessResult:
         raise ValueError("ModelsFailingBackend cannot compile this partition")
 
 
@@ -1099,7 +1100,8 @@ class ModelsFailingMultimethodBackend(BackendDetails):
     ``RuntimeError``."""
 
     @staticmethod
-    def preprocess(edge_program: ExportedProgram, compile_specs: List[CompileSpec]) -> PreprocessResult:
+    def preprocess(edge_program: ExportedProgram,
+                   compile_specs: List[CompileSpec]) -> PreprocessResult:
         raise RuntimeError("ModelsFailingMultimethodBackend cannot compile this partition")
 
     @classmethod

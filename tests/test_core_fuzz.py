@@ -111,8 +111,11 @@ def test_fuzzer_runs_clean(tmp_path):
     proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=SECONDS + 300)
     log = "\n".join(line for line in (proc.stdout + proc.stderr).splitlines()
                     if not line.startswith("INFO: Instrumenting"))
-    artifacts = [p.name for p in tmp_path.iterdir() if p.name.startswith(("crash-", "timeout-", "oom-"))]
-    seed = next((line for line in log.splitlines() if line.startswith("INFO: Seed:")), "seed not printed")
-    assert proc.returncode == 0 and not artifacts, f"fuzzer failed ({seed}): {artifacts}\n{log[-6000:]}"
+    artifacts = [p.name for p in tmp_path.iterdir()
+                 if p.name.startswith(("crash-", "timeout-", "oom-"))]
+    seed = next((line for line in log.splitlines() if line.startswith("INFO: Seed:")),
+                "seed not printed")
+    assert proc.returncode == 0 and not artifacts, (
+        f"fuzzer failed ({seed}): {artifacts}\n{log[-6000:]}")
     runs = [line for line in log.splitlines() if "stat::number_of_executed_units" in line]
     assert runs and int(runs[-1].split(":")[-1]) > 100, log[-2000:]

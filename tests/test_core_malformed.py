@@ -31,7 +31,8 @@ HUGE = 2**70  # beyond int64: the core clamps it, then rejects it like any bad i
 def graph(**changes) -> GraphArrays:
     """x, p_w -> add(x, p_w) (tag 0) -> relu (tag 0) -> mul(relu, x) -> output(mul)."""
     g = GraphArrays(
-        op=[OP_PLACEHOLDER, OP_PLACEHOLDER, OP_CALL_FUNCTION, OP_CALL_FUNCTION, OP_CALL_FUNCTION, OP_OUTPUT],
+        op=[OP_PLACEHOLDER, OP_PLACEHOLDER, OP_CALL_FUNCTION, OP_CALL_FUNCTION, OP_CALL_FUNCTION,
+            OP_OUTPUT],
         prioritized=[0] * 6,
         inputs=[[], [], [0, 1], [2], [3, 0], [4]],
         users=[[2, 4], [2], [3], [4], [5], []],
@@ -74,7 +75,8 @@ def state(sim) -> dict:
 
 CONSTRUCTOR_CASES = [
     ("short per-node array", dict(tags=[-1, 0]), ValueError, r"g\.tags has 2 entries, expected 6"),
-    ("long per-node array", dict(names=["a"] * 7), ValueError, r"g\.names has 7 entries, expected 6"),
+    ("long per-node array", dict(names=["a"] * 7), ValueError,
+     r"g\.names has 7 entries, expected 6"),
     ("output arrays", dict(out_kinds=[]), ValueError, r"g\.out_kinds has 0 entries, expected 1"),
     ("op code", dict(op=[0, 0, 2, 2, 9, 5]), ValueError, r"g\.op\[4\] is not an op code"),
     ("negative op code", dict(op=[-1, 0, 2, 2, 2, 5]), ValueError, r"g\.op\[0\] is not an op code"),
@@ -94,7 +96,8 @@ CONSTRUCTOR_CASES = [
      r"g\.users\[0\] does not match g\.inputs \(user 2\)"),
     ("missing user", dict(users=[[2], [2], [3], [4], [5], []]), ValueError,
      r"g\.users\[0\] lacks node 4, which takes it as an input"),
-    ("output arg id", dict(out_args=[7]), IndexError, r"g\.out_args\[0\] is neither -1 nor a node id"),
+    ("output arg id", dict(out_args=[7]), IndexError,
+     r"g\.out_args\[0\] is neither -1 nor a node id"),
     ("output arg below -1", dict(out_args=[-5]), IndexError, r"g\.out_args\[0\] is neither -1"),
     ("no output node", dict(op=[0, 0, 2, 2, 2, 2]), ValueError, r"last node is not an output node"),
     ("output arg not an output input", dict(out_args=[3]), ValueError,
@@ -132,25 +135,35 @@ def test_valid_graph_is_accepted():
 METHOD_CASES = [
     ("duplicate_constant id", lambda s: s.duplicate_constant(6), IndexError,
      r"duplicate_constant: c is not a node id in \[0, 6\)"),
-    ("duplicate_constant negative", lambda s: s.duplicate_constant(-1), IndexError, r"c is not a node id"),
-    ("duplicate_constant huge", lambda s: s.duplicate_constant(HUGE), IndexError, r"c is not a node id"),
+    ("duplicate_constant negative", lambda s: s.duplicate_constant(-1), IndexError,
+     r"c is not a node id"),
+    ("duplicate_constant huge", lambda s: s.duplicate_constant(HUGE), IndexError,
+     r"c is not a node id"),
     ("duplicate_constant non-placeholder", lambda s: s.duplicate_constant(2), ValueError,
      r"node 2 is not a live placeholder"),
-    ("retag_constant id", lambda s: s.retag_constant(-7), IndexError, r"retag_constant: c is not a node id"),
-    ("find_cycle id", lambda s: s.find_cycle([1, 99]), IndexError, r"find_cycle: members\[1\] is not a node id"),
+    ("retag_constant id", lambda s: s.retag_constant(-7), IndexError,
+     r"retag_constant: c is not a node id"),
+    ("find_cycle id", lambda s: s.find_cycle([1, 99]), IndexError,
+     r"find_cycle: members\[1\] is not a node id"),
     ("find_cycle empty", lambda s: s.find_cycle([]), ValueError, r"find_cycle: members is empty"),
-    ("fuse tag", lambda s: s.fuse(1, [1, 2, 3]), IndexError, r"fuse: tag is not a tag id in \[0, 1\)"),
-    ("fuse negative tag", lambda s: s.fuse(-1, [1, 2, 3]), IndexError, r"fuse: tag is not a tag id"),
-    ("fuse member id", lambda s: s.fuse(0, [1, 2, 30]), IndexError, r"fuse: members\[2\] is not a node id"),
+    ("fuse tag", lambda s: s.fuse(1, [1, 2, 3]), IndexError,
+     r"fuse: tag is not a tag id in \[0, 1\)"),
+    ("fuse negative tag", lambda s: s.fuse(-1, [1, 2, 3]), IndexError,
+     r"fuse: tag is not a tag id"),
+    ("fuse member id", lambda s: s.fuse(0, [1, 2, 30]), IndexError,
+     r"fuse: members\[2\] is not a node id"),
     ("fuse no members", lambda s: s.fuse(0, []), ValueError, r"fuse: members is empty"),
-    ("fuse repeated member", lambda s: s.fuse(0, [1, 2, 2, 3]), ValueError, r"members\[2\] repeats a node"),
-    ("fuse the output node", lambda s: s.fuse(0, [4, 5]), ValueError, r"node 5 is dead, made by the planner"),
+    ("fuse repeated member", lambda s: s.fuse(0, [1, 2, 2, 3]), ValueError,
+     r"members\[2\] repeats a node"),
+    ("fuse the output node", lambda s: s.fuse(0, [4, 5]), ValueError,
+     r"node 5 is dead, made by the planner"),
     ("insert_delegate without partitions", lambda s: s.insert_delegate(0), IndexError,
      r"insert_delegate: pid is not a partition id in \[0, 0\)"),
 ]
 
 
-@pytest.mark.parametrize("label, call, exc_type, match", METHOD_CASES, ids=[c[0] for c in METHOD_CASES])
+@pytest.mark.parametrize("label, call, exc_type, match", METHOD_CASES,
+                         ids=[c[0] for c in METHOD_CASES])
 def test_simulator_method_rejects_bad_arguments(label, call, exc_type, match):
     sims = {}
 
@@ -170,7 +183,8 @@ def test_fuse_rejects_a_partition_without_an_output():
     g = GraphArrays(op=[OP_PLACEHOLDER, OP_CALL_FUNCTION, OP_OUTPUT], prioritized=[0] * 3,
                     inputs=[[], [0], []], users=[[1], [], []], names=["x", "relu", "output"],
                     tags=[-1, 0, -1], roles=[ROLE_PARAMETER, 4, 4], targets=[0, -1, -1],
-                    debug_handles=[0] * 3, fake_vals=[1, 1, 0], out_args=[], out_kinds=[], out_targets=[])
+                    debug_handles=[0] * 3, fake_vals=[1, 1, 0], out_args=[], out_kinds=[],
+                    out_targets=[])
 
     def run(impl):
         sim = simulator(impl, copy.deepcopy(g))
@@ -191,7 +205,8 @@ def fused(impl: str):
 
 STATE_CASES = [
     ("fuse an erased node again", lambda s: s.fuse(0, [1, 2]), ValueError, r"node 1 is dead"),
-    ("fuse a node the planner made", lambda s: s.fuse(0, [6]), ValueError, r"node 6 is dead, made by the planner"),
+    ("fuse a node the planner made", lambda s: s.fuse(0, [6]), ValueError,
+     r"node 6 is dead, made by the planner"),
     ("duplicate an erased constant", lambda s: s.duplicate_constant(1), ValueError,
      r"node 1 is not a live placeholder"),
     ("delegate twice", lambda s: (s.insert_delegate(0), s.insert_delegate(0)), ValueError,
@@ -201,7 +216,8 @@ STATE_CASES = [
 ]
 
 
-@pytest.mark.parametrize("label, call, exc_type, match", STATE_CASES, ids=[c[0] for c in STATE_CASES])
+@pytest.mark.parametrize("label, call, exc_type, match", STATE_CASES,
+                         ids=[c[0] for c in STATE_CASES])
 def test_simulator_method_rejects_calls_in_the_wrong_state(label, call, exc_type, match):
     """Calls the planner never makes (they would corrupt the node order): rejected, state kept."""
     def run(impl):
@@ -222,13 +238,15 @@ GROUP_CASES = [
     ("negative n_tags", [0], -1, ValueError, r"group_by_tag: n_tags is not in \[0, 1048576\]"),
     ("huge n_tags", [0], HUGE, ValueError, r"n_tags is not in"),
     ("n_tags above the cap", [], MAX_TAGS + 1, ValueError, r"n_tags is not in"),
-    ("tag id too large", [0, 1, 2], 2, IndexError, r"group_by_tag: tags\[2\] is not -2, -1 or a tag id in \[0, 2\)"),
+    ("tag id too large", [0, 1, 2], 2, IndexError,
+     r"group_by_tag: tags\[2\] is not -2, -1 or a tag id in \[0, 2\)"),
     ("tag below -2", [0, -3], 2, IndexError, r"tags\[1\] is not -2, -1 or a tag id"),
     ("tag beyond int64", [HUGE], 2, IndexError, r"tags\[0\] is not -2, -1"),
 ]
 
 
-@pytest.mark.parametrize("label, tags, n_tags, exc_type, match", GROUP_CASES, ids=[c[0] for c in GROUP_CASES])
+@pytest.mark.parametrize("label, tags, n_tags, exc_type, match", GROUP_CASES,
+                         ids=[c[0] for c in GROUP_CASES])
 def test_group_by_tag_rejects(label, tags, n_tags, exc_type, match):
     impls = {"core": core_module.group_by_tag, "twin": twin_grouping.group_by_tag}
     both_raise(lambda impl: impls[impl](tags, n_tags), exc_type, match)
@@ -251,23 +269,32 @@ def contract_args(**changes):
 
 
 CONTRACT_CASES = [
-    ("tags length", dict(tags=[0]), ValueError, r"find_contract_violation: tags has 1 entries, expected 3"),
+    ("tags length", dict(tags=[0]), ValueError,
+     r"find_contract_violation: tags has 1 entries, expected 3"),
     ("roles length", dict(roles=[]), ValueError, r"roles has 0 entries"),
     ("no_copy length", dict(no_copy=[1, 0, 0, 0]), ValueError, r"no_copy has 4 entries"),
-    ("offsets length", dict(users_offsets=[0, 1, 2]), ValueError, r"users_offsets has 3 entries, expected 4"),
+    ("offsets length", dict(users_offsets=[0, 1, 2]), ValueError,
+     r"users_offsets has 3 entries, expected 4"),
     ("offsets start", dict(users_offsets=[1, 1, 2, 2]), ValueError, r"users_offsets\[0\] is not 0"),
-    ("offsets decrease", dict(users_offsets=[0, 2, 1, 2]), ValueError, r"users_offsets decreases at 2"),
-    ("offsets end short", dict(users_offsets=[0, 1, 1, 1]), ValueError, r"users_offsets\[3\] is not len\(users_flat\) = 2"),
-    ("offsets end long", dict(users_offsets=[0, 1, 2, 5]), ValueError, r"users_offsets\[3\] is not len"),
-    ("user id", dict(users_flat=[1, 3]), IndexError, r"users_flat\[1\] is not a node id in \[0, 3\)"),
+    ("offsets decrease", dict(users_offsets=[0, 2, 1, 2]), ValueError,
+     r"users_offsets decreases at 2"),
+    ("offsets end short", dict(users_offsets=[0, 1, 1, 1]), ValueError,
+     r"users_offsets\[3\] is not len\(users_flat\) = 2"),
+    ("offsets end long", dict(users_offsets=[0, 1, 2, 5]), ValueError,
+     r"users_offsets\[3\] is not len"),
+    ("user id", dict(users_flat=[1, 3]), IndexError,
+     r"users_flat\[1\] is not a node id in \[0, 3\)"),
     ("negative user id", dict(users_flat=[-1, 2]), IndexError, r"users_flat\[0\] is not a node id"),
-    ("tag below -2", dict(tags=[0, -3, -1]), IndexError, r"tags\[1\] is not -2, -1 or a tag id >= 0"),
+    ("tag below -2", dict(tags=[0, -3, -1]), IndexError,
+     r"tags\[1\] is not -2, -1 or a tag id >= 0"),
 ]
 
 
-@pytest.mark.parametrize("label, changes, exc_type, match", CONTRACT_CASES, ids=[c[0] for c in CONTRACT_CASES])
+@pytest.mark.parametrize("label, changes, exc_type, match", CONTRACT_CASES,
+                         ids=[c[0] for c in CONTRACT_CASES])
 def test_find_contract_violation_rejects(label, changes, exc_type, match):
-    impls = {"core": core_module.find_contract_violation, "twin": twin_contract.find_contract_violation}
+    impls = {"core": core_module.find_contract_violation,
+             "twin": twin_contract.find_contract_violation}
     both_raise(lambda impl: impls[impl](*contract_args(**changes)), exc_type, match)
 
 
@@ -302,7 +329,8 @@ def identity_args(**changes):
 
 
 IDENTITY_CASES = [
-    ("target length", dict(target_a=[0, 1]), ValueError, r"first_difference: target_a has 2 entries, expected 3"),
+    ("target length", dict(target_a=[0, 1]), ValueError,
+     r"first_difference: target_a has 2 entries, expected 3"),
     ("offsets length", dict(off_b=[0, 0, 1]), ValueError, r"off_b has 3 entries, expected 4"),
     ("offsets start", dict(off_a=[-1, 0, 1, 2]), ValueError, r"off_a\[0\] is not 0"),
     ("offsets decrease", dict(off_a=[0, 1, 0, 2]), ValueError, r"off_a decreases at 2"),
@@ -326,7 +354,8 @@ def test_identity_offsets_beyond_int64_are_a_core_limit(offsets, twin_message):
         twin_identity.first_difference(*identity_args(off_a=offsets))
 
 
-@pytest.mark.parametrize("label, changes, exc_type, match", IDENTITY_CASES, ids=[c[0] for c in IDENTITY_CASES])
+@pytest.mark.parametrize("label, changes, exc_type, match", IDENTITY_CASES,
+                         ids=[c[0] for c in IDENTITY_CASES])
 def test_first_difference_rejects(label, changes, exc_type, match):
     impls = {"core": core_module.first_difference, "twin": twin_identity.first_difference}
     both_raise(lambda impl: impls[impl](*identity_args(**changes)), exc_type, match)
@@ -338,7 +367,7 @@ def test_first_difference_accepts_a_forward_reference():
         assert impl(*identity_args(in_a=[2, 1], in_b=[2, 1])) == -1
 
 
-# -- names -------------------------------------------------------------------------------------------
+# -- names -----------------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("bad", [None, 3, b"bytes", ["list"]])
 def test_name_functions_reject_non_strings(bad):
@@ -351,7 +380,8 @@ def test_name_functions_reject_non_strings(bad):
 
 
 def test_name_functions_reject_lone_surrogates():
-    """Not UTF-8 encodable: a Python error from the core (the FusionSimulator falls back to the twin)."""
+    """Not UTF-8 encodable: a Python error from the core (the FusionSimulator falls back to the
+    twin)."""
     with pytest.raises(UnicodeError):
         core_module.Namespace().create("a\ud800")
     g = graph(names=["x", "p\ud800", "add", "relu", "mul", "output"])

@@ -32,8 +32,8 @@ from fastlower._twin import identity as twin_identity
 from fastlower._twin import namespace as twin_namespace
 from fastlower._twin.fusion import (
     OP_CALL_FUNCTION, OP_CALL_METHOD, OP_CALL_MODULE, OP_GET_ATTR, OP_OUTPUT, OP_PLACEHOLDER,
-    OUT_BUFFER_MUTATION, OUT_OTHER, OUT_USER, ROLE_BUFFER, ROLE_CONSTANT, ROLE_OTHER, ROLE_PARAMETER,
-    ROLE_USER_INPUT, FusionSimulator as TwinSimulator, GraphArrays, PartitionPlan,
+    OUT_BUFFER_MUTATION, OUT_OTHER, OUT_USER, ROLE_BUFFER, ROLE_CONSTANT, ROLE_OTHER,
+    ROLE_PARAMETER, ROLE_USER_INPUT, FusionSimulator as TwinSimulator, GraphArrays, PartitionPlan,
 )
 
 FORCE_PYTHON = os.environ.get("FASTLOWER_FORCE_PYTHON") == "1"
@@ -54,18 +54,20 @@ def core():
     return _core
 
 
-SETTINGS = dict(deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+SETTINGS = dict(deadline=None,
+                suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 PLAN_FIELDS = [f.name for f in dataclasses.fields(PartitionPlan)]
 
 
 # -- graph generation ---------------------------------------------------------------
 
 _COMPUTE_BASES = ["add", "mul", "linear", "relu", "view", "cat", "getitem", "convBn", "aten_mm",
-                  "fused_tag0", "fused_tag_1", "executorch_call_delegate", "lowered_module_0", "sub_2"]
+                  "fused_tag0", "fused_tag_1", "executorch_call_delegate", "lowered_module_0",
+                  "sub_2"]
 _WEIRD_NAMES = ["a.b", "1abc", "max", "input", "", "x\n", "é_node", "getitem", "fooBar_007",
                 "Ünïcode", "t_٣", "__", "_1", "x_0", "a__3", "a-b-c"]
-_TAG_NAME_FORMS = ["tag{}", "tag{}", "tag{}", "tag_{}", "Tag{}", "myTag{}", "t.{}", "tag{}\n", "ταγ{}",
-                   "\u212a{}", "\u0130{}", "t_\u0663{}", "{}", "lowered_module_{}"]
+_TAG_NAME_FORMS = ["tag{}", "tag{}", "tag{}", "tag_{}", "Tag{}", "myTag{}", "t.{}", "tag{}\n",
+                   "ταγ{}", "\u212a{}", "\u0130{}", "t_\u0663{}", "{}", "lowered_module_{}"]
 
 
 @dataclasses.dataclass
@@ -92,10 +94,10 @@ def make_graph(rng: random.Random, n: int, n_tags: int, *, tag_mode: str = "runs
     n_ph = rng.randint(1, max(1, n // 4))
     ns = twin_namespace.Namespace()
     op, prio, inputs, names, roles, targets, dh, fake, tags, no_copy = ([] for _ in range(10))
-    role_choices = ([ROLE_USER_INPUT] * 3 + [ROLE_PARAMETER] * 3 + [ROLE_BUFFER] * 2 + [ROLE_CONSTANT] * 2
-                    + [ROLE_OTHER])
+    role_choices = ([ROLE_USER_INPUT] * 3 + [ROLE_PARAMETER] * 3 + [ROLE_BUFFER] * 2
+                    + [ROLE_CONSTANT] * 2 + [ROLE_OTHER])
     n_targets = 0
-    for i in range(n_ph):
+    for _ in range(n_ph):
         role = ROLE_USER_INPUT if submodule else rng.choice(role_choices)
         prefix = {ROLE_PARAMETER: "p_weight", ROLE_BUFFER: "b_buffer", ROLE_CONSTANT: "c_lifted",
                   ROLE_USER_INPUT: "x", ROLE_OTHER: "token"}[role]
@@ -242,8 +244,8 @@ def make_graph(rng: random.Random, n: int, n_tags: int, *, tag_mode: str = "runs
             if rng.random() < 0.1:
                 names[i] = rng.choice(_WEIRD_NAMES + [names[rng.randrange(n)]])
 
-    arrays = GraphArrays(op=op, prioritized=prio, inputs=inputs, users=users, names=names, tags=tags,
-                         roles=roles, targets=targets, debug_handles=dh, fake_vals=fake,
+    arrays = GraphArrays(op=op, prioritized=prio, inputs=inputs, users=users, names=names,
+                         tags=tags, roles=roles, targets=targets, debug_handles=dh, fake_vals=fake,
                          out_args=out_args, out_kinds=out_kinds, out_targets=out_targets)
     return Case(arrays, [], no_copy)
 
@@ -259,7 +261,8 @@ def sim_cases(draw, min_nodes: int = 3, max_nodes: int = 300):
     n = draw(st.integers(min_nodes, max_nodes))
     seed = draw(st.integers(0, 2**32 - 1))
     n_tags = draw(st.integers(0, max(1, min(300, n // 8))))
-    tag_mode = draw(st.sampled_from(["unique_runs", "unique_runs", "unique_runs", "runs", "random", "sparse"]))
+    tag_mode = draw(st.sampled_from(["unique_runs", "unique_runs", "unique_runs", "runs", "random",
+                                     "sparse"]))
     weird = draw(st.integers(0, 9)) == 0
     fancy_tags = draw(st.booleans())
     nested = draw(st.integers(0, 4)) == 0
@@ -329,7 +332,8 @@ def drive(make_sim, case: Case, cfg: DriveConfig):
         if not cfg.single:
             for s in sims:
                 pos = {node: p for p, node in enumerate(s.order())}
-                pids = sorted(range(len(s.partitions)), key=lambda pid: pos[s.partitions[pid].call_module])
+                pids = sorted(range(len(s.partitions)),
+                              key=lambda pid: pos[s.partitions[pid].call_module])
                 if cfg.delegate_order_seed is not None:
                     random.Random(cfg.delegate_order_seed).shuffle(pids)
                 for pid in pids:
@@ -343,15 +347,18 @@ def drive(make_sim, case: Case, cfg: DriveConfig):
 def snapshot(sim) -> dict:
     n = len(sim.op)
     return dict(
-        n=n, order=list(sim.order()), op=list(sim.op), kind=list(sim.kind), origin=list(sim.origin),
-        inputs=[list(sim.inputs[i]) for i in range(n)], users=[list(sim.users[i]) for i in range(n)],
+        n=n, order=list(sim.order()), op=list(sim.op), kind=list(sim.kind),
+        origin=list(sim.origin), inputs=[list(sim.inputs[i]) for i in range(n)],
+        users=[list(sim.users[i]) for i in range(n)],
         names=list(sim.names), tags=list(sim.tags), alive=[bool(a) for a in sim.alive],
-        pos=list(sim.pos), getitem_index=list(sim.getitem_index), partition_of=list(sim.partition_of),
+        pos=list(sim.pos), getitem_index=list(sim.getitem_index),
+        partition_of=list(sim.partition_of),
         dh=list(sim.dh), fake=[bool(f) for f in sim.fake], prio=[bool(p) for p in sim.prio],
         out_args=list(sim.out_args), out_specs=list(sim.out_specs), out_kinds=list(sim.out_kinds),
         out_targets=list(sim.out_targets), output_node=sim.output_node, copies=list(sim.copies),
         copy_target=dict(sim.copy_target), lowered_count=sim.lowered_count,
-        partitions=[plan_fields(p) for p in sim.partitions], max_debug_handle=sim.max_debug_handle(),
+        partitions=[plan_fields(p) for p in sim.partitions],
+        max_debug_handle=sim.max_debug_handle(),
         is_top=sim.top is sim,
     )
 
@@ -438,7 +445,8 @@ def _chain_with_buffer_mutation():
         users=[[3], [4], [3], [4, 5], [5, 6], [6], []],
         names=["p_w", "b_buf", "x", "add", "mul", "relu", "output"],
         tags=[0, 0, -1, 0, 0, -1, -1],
-        roles=[ROLE_PARAMETER, ROLE_BUFFER, ROLE_USER_INPUT, ROLE_OTHER, ROLE_OTHER, ROLE_OTHER, ROLE_OTHER],
+        roles=[ROLE_PARAMETER, ROLE_BUFFER, ROLE_USER_INPUT, ROLE_OTHER, ROLE_OTHER, ROLE_OTHER,
+               ROLE_OTHER],
         targets=[0, 1, -1, -1, -1, -1, -1], debug_handles=[0, 0, 0, 5, 7, 9, 0],
         fake_vals=[1, 1, 1, 1, 1, 1, 0],
         out_args=[4, 5], out_kinds=[OUT_BUFFER_MUTATION, OUT_USER], out_targets=[1, -1])
@@ -450,7 +458,8 @@ def test_fusion_simulator_buffer_mutation_returned_twice(core, single):
     """The same owned update listed twice (plan.py rejects it afterwards): one deleted getitem."""
     case = _chain_with_buffer_mutation()
     a = case.arrays
-    a.out_args, a.out_kinds, a.out_targets = [4, 4, 5], [OUT_BUFFER_MUTATION] * 2 + [OUT_USER], [1, 1, -1]
+    a.out_args, a.out_kinds, a.out_targets = ([4, 4, 5], [OUT_BUFFER_MUTATION] * 2 + [OUT_USER],
+                                              [1, 1, -1])
     cfg = DriveConfig(single, None)
     twin, native = run_both(core, case, (cfg, cfg))
     part = native[1][0].partitions[0]
@@ -500,11 +509,13 @@ def test_node_views_read_like_lists(core):
     case = _chain_with_buffer_mutation()
     twin = TwinSimulator(case.arrays, case.tag_names, False, None)
     sim = core.FusionSimulator(case.arrays, case.tag_names, False, None)
-    for attr in ["op", "kind", "origin", "names", "tags", "alive", "pos", "getitem_index", "partition_of"]:
+    for attr in ["op", "kind", "origin", "names", "tags", "alive", "pos", "getitem_index",
+                 "partition_of"]:
         view, ref = getattr(sim, attr), getattr(twin, attr)
         assert len(view) == len(ref) and list(view) == ref and view == ref
         assert view[-1] == ref[-1] and view[1:5:2] == ref[1:5:2]
-        assert sorted(range(len(ref)), key=view.__getitem__) == sorted(range(len(ref)), key=ref.__getitem__)
+        assert (sorted(range(len(ref)), key=view.__getitem__)
+                == sorted(range(len(ref)), key=ref.__getitem__))
         with pytest.raises(IndexError):
             view[len(ref)]
     assert [sim.users[i] for i in range(7)] == [list(twin.users[i]) for i in range(7)]
@@ -518,10 +529,11 @@ def test_node_views_read_like_lists(core):
 
 def test_cycle_error_matches_twin(core):
     """legalize() on a graph with a cycle: same RuntimeError (message lists the stuck nodes)."""
-    a = GraphArrays(op=[OP_PLACEHOLDER, OP_CALL_FUNCTION, OP_CALL_FUNCTION, OP_OUTPUT], prioritized=[0] * 4,
-                    inputs=[[], [0, 2], [1], [2]], users=[[1], [2], [1, 3], []],
-                    names=["x", "a", "b", "output"], tags=[-1] * 4, roles=[0, 4, 4, 4], targets=[-1] * 4,
-                    debug_handles=[0] * 4, fake_vals=[1] * 4, out_args=[2], out_kinds=[0], out_targets=[-1])
+    a = GraphArrays(op=[OP_PLACEHOLDER, OP_CALL_FUNCTION, OP_CALL_FUNCTION, OP_OUTPUT],
+                    prioritized=[0] * 4, inputs=[[], [0, 2], [1], [2]],
+                    users=[[1], [2], [1, 3], []], names=["x", "a", "b", "output"], tags=[-1] * 4,
+                    roles=[0, 4, 4, 4], targets=[-1] * 4, debug_handles=[0] * 4,
+                    fake_vals=[1] * 4, out_args=[2], out_kinds=[0], out_targets=[-1])
     msgs = []
     for cls in (TwinSimulator, core.FusionSimulator):
         with pytest.raises(RuntimeError) as info:
@@ -535,13 +547,15 @@ def test_unsupported_graph_falls_back_to_twin(core):
     case.arrays.names[2] = "x_" + "9" * 25  # numeric suffix beyond int64
     with pytest.raises(core.Unsupported):
         core.FusionSimulator(case.arrays, case.tag_names, False, None)
-    enc = fl_plan.EncodedGraph(graph_module=None, nodes=[], arrays=case.arrays, no_copy=case.no_copy)
+    enc = fl_plan.EncodedGraph(graph_module=None, nodes=[], arrays=case.arrays,
+                               no_copy=case.no_copy)
     sim = fl_plan._new_simulator(enc, case.tag_names, False, None)
     assert isinstance(sim, TwinSimulator)
     bad = _chain_with_buffer_mutation()
     bad.arrays.users[0] = []  # users do not match inputs: malformed, not a core limit
     for cls in (core.FusionSimulator, TwinSimulator, lambda *a: fl_plan._new_simulator(
-            fl_plan.EncodedGraph(graph_module=None, nodes=[], arrays=bad.arrays, no_copy=bad.no_copy),
+            fl_plan.EncodedGraph(graph_module=None, nodes=[], arrays=bad.arrays,
+                                 no_copy=bad.no_copy),
             *a[1:])):
         with pytest.raises(ValueError, match="users.0. lacks node 3") as info:
             cls(bad.arrays, bad.tag_names, False, None)
@@ -628,12 +642,13 @@ def test_find_contract_violation_codes(core):
     }
     for tags, code in cases.items():
         for impl in (twin_contract.find_contract_violation, core.find_contract_violation):
-            assert impl(op, list(tags), [ROLE_PARAMETER, 4, 4], [1, 0, 0], off, flat, True)[0] == code
+            assert impl(op, list(tags), [ROLE_PARAMETER, 4, 4], [1, 0, 0], off, flat,
+                        True)[0] == code
         if tags[0] == -2:  # not strict: an unknown tag only stays undelegated
             assert impl(op, list(tags), [ROLE_PARAMETER, 4, 4], [1, 0, 0], off, flat, False)[0] == 0
     for impl in (twin_contract.find_contract_violation, core.find_contract_violation):
-        assert tuple(impl(op, [0, 0, -1], [ROLE_USER_INPUT, 4, 4], [0, 0, 0], off, flat, False)) == (
-            twin_contract.TAGGED_USER_INPUT, 0, -1)
+        got = impl(op, [0, 0, -1], [ROLE_USER_INPUT, 4, 4], [0, 0, 0], off, flat, False)
+        assert tuple(got) == (twin_contract.TAGGED_USER_INPUT, 0, -1)
 
 
 # -- first_difference -------------------------------------------------------------------------
@@ -646,7 +661,8 @@ def _structure(rng: random.Random, n: int):
         k = rng.randint(0, min(i, 3))
         ins = rng.sample(range(i), k) if i else []
         if rng.random() < 0.05:
-            ins.append(rng.randrange(i, n))  # a forward reference (dangling ones: test_core_malformed)
+            # a forward reference (dangling ones: test_core_malformed)
+            ins.append(rng.randrange(i, n))
         flat.extend(ins)
         offsets.append(len(flat))
     return op, target, offsets, flat
@@ -654,7 +670,8 @@ def _structure(rng: random.Random, n: int):
 
 @settings(max_examples=300, **SETTINGS)
 @given(n=st.integers(0, 150), seed=st.integers(0, 2**32 - 1),
-       mutation=st.sampled_from(["same", "op", "target", "input", "truncate", "extend", "renumber"]))
+       mutation=st.sampled_from(["same", "op", "target", "input", "truncate", "extend",
+                                 "renumber"]))
 def test_first_difference_matches_twin(core, n, seed, mutation):
     rng = random.Random(seed)
     a = _structure(rng, n)
@@ -700,7 +717,8 @@ def test_first_difference_structural(core):
 
 # -- names ----------------------------------------------------------------------------------
 
-_NAME_TOKENS = st.sampled_from(list("abcxyzABXZ_0123456789.-\n é٣\u212a\u0130") + ["getitem", "_1", "max", "input"])
+_NAME_TOKENS = st.sampled_from(list("abcxyzABXZ_0123456789.-\n é٣\u212a\u0130")
+                               + ["getitem", "_1", "max", "input"])
 _NAMES = st.lists(_NAME_TOKENS, max_size=6).map("".join)
 
 
@@ -715,8 +733,10 @@ def test_namespace_matches_twin(core, initial, candidates):
 
 
 @pytest.mark.parametrize("initial, candidates", [
-    (["getitem"] + [f"getitem_{i}" for i in range(1, 300) if i % 7] + ["getitem_0100"], ["getitem"] * 80),
-    ([f"x_{(1 << 20) + d}" for d in range(-3, 3)], ["x_1048573", "x", "x_1048576", "x_1048576", "x"]),
+    (["getitem"] + [f"getitem_{i}" for i in range(1, 300) if i % 7] + ["getitem_0100"],
+     ["getitem"] * 80),
+    ([f"x_{(1 << 20) + d}" for d in range(-3, 3)],
+     ["x_1048573", "x", "x_1048576", "x_1048576", "x"]),
     (["max", "input_1", "a_007", "a_7"], ["max", "input", "input", "a_007", "a", "a_7", "a"]),
 ])
 def test_namespace_long_probes(core, initial, candidates):
@@ -737,8 +757,10 @@ def test_extension_in_use():
     for name in ("group_by_tag", "find_contract_violation", "first_difference", "FusionSimulator"):
         assert hasattr(core, name), name
     case = _chain_with_buffer_mutation()
-    enc = fl_plan.EncodedGraph(graph_module=None, nodes=[], arrays=case.arrays, no_copy=case.no_copy)
-    assert isinstance(fl_plan._new_simulator(enc, case.tag_names, False, None), core.FusionSimulator)
+    enc = fl_plan.EncodedGraph(graph_module=None, nodes=[], arrays=case.arrays,
+                               no_copy=case.no_copy)
+    assert isinstance(fl_plan._new_simulator(enc, case.tag_names, False, None),
+                      core.FusionSimulator)
 
 
 def test_loader_refuses_a_core_built_for_another_interface(monkeypatch):

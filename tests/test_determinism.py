@@ -63,7 +63,8 @@ def test_pte_bytes_do_not_depend_on_the_hash_seed(runs, case):
 @pytest.mark.parametrize("case", CASES)
 def test_layout_matches_the_reference_under_each_seed(runs, case):
     for seed in SEEDS:
-        assert runs[seed][case]["fastlower"]["layout"] == runs[seed][case]["reference"]["layout"], seed
+        run = runs[seed][case]
+        assert run["fastlower"]["layout"] == run["reference"]["layout"], seed
     if len({json.dumps(runs[s][case]["reference"]["layout"]) for s in SEEDS}) == 1:
         assert len({json.dumps(runs[s][case]["fastlower"]["layout"]) for s in SEEDS}) == 1
 
@@ -101,4 +102,5 @@ def test_which_error_depends_on_the_seed_in_the_reference(error_runs):
     plain = {first_error("tagged_inputs_and_shared_buffer", s) for s in ERROR_SEEDS}
     assert {m[-1] for _, m in plain} == {"x", "y"}
     edited = {first_error("tagged_inputs_and_shared_buffer_edited", s) for s in ERROR_SEEDS}
-    assert len(edited) == 3 and ("InternalError", "ed to be in range of [-2, 1], but got 2)") in edited, edited
+    assert len(edited) == 3, edited
+    assert ("InternalError", "ed to be in range of [-2, 1], but got 2)") in edited, edited

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import copy
 from typing import Callable, Dict, Optional
 
 import pytest
@@ -249,7 +248,8 @@ def test_message_is_the_references_and_context_is_in_notes_and_attributes():
                              "this tag's nodes into one delegate would create a dependency cycle "
                              "along the path a -> b -> c (the path leaves the partition and "
                              "re-enters it)"]
-    assert errors.describe(err).startswith("Invalid partition, found dependency cycles (fastlower: [")
+    assert errors.describe(err).startswith(
+        "Invalid partition, found dependency cycles (fastlower: [")
 
 
 def test_contract_errors_pickle_with_their_notes_and_attributes():

@@ -5,7 +5,6 @@ from __future__ import annotations
 import ast
 import pathlib
 
-import pytest
 import torch
 
 import fastlower

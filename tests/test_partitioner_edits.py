@@ -17,7 +17,7 @@ import fastlower
 import fastlower.state
 from fastlower.edits import find_edits
 from tests.models import (
-    _FnPartitioner, _bad, _edit_add_alpha, _spec, _tag_first_add, build_edited_cat_dim,
+    _bad, _edit_add_alpha, _spec, _tag_first_add, build_edited_cat_dim,
 )
 
 

@@ -12,8 +12,7 @@ import pytest
 import torch
 from executorch.exir.backend.backend_api import to_backend as reference_to_backend
 from executorch.exir.backend.backend_details import BackendDetails, PreprocessResult
-from executorch.exir.backend.partitioner import DelegationSpec, Partitioner, PartitionResult
-from executorch.exir.dialects._ops import ops as exir_ops
+from executorch.exir.backend.partitioner import Partitioner, PartitionResult
 
 import fastlower
 from tests.differential import harness as H

@@ -122,11 +122,12 @@ def test_uncacheable_call_lowers_normally_and_logs_why(name, tmp_path, caplog):
     assert len(lines) == 2 and all("not cached" in line and why in line for line in lines), lines
     assert report.lowering_cache == report_again.lowering_cache == "uncacheable"
     assert not any(tmp_path.glob("**/*.val")), "nothing may be stored"
-    assert manager.exported_program().graph_module.code == again.exported_program().graph_module.code
+    assert (manager.exported_program().graph_module.code
+            == again.exported_program().graph_module.code)
 
 
 def test_tensor_subclass_parameters_are_keyed_by_content():
-    torchao = pytest.importorskip("torchao")
+    pytest.importorskip("torchao")
     from torchao.quantization import Int8WeightOnlyConfig, quantize_
 
     def exported(delta):

@@ -142,7 +142,8 @@ def test_report_previews_the_bundled_decoder_without_preprocess(files, tmp_path,
     assert out.startswith("delegation preview (partitioner only): forward")
     report = json.loads(doc.read_text())
     jsonschema.validate(report, report_json.schema())
-    assert report["preview"] and len(report["partitions"]) == 7  # the llama module's doc: 1 layer, 7
+    # the llama module's doc: 1 layer, 7
+    assert report["preview"] and len(report["partitions"]) == 7
     assert all(p["processed_bytes"] is None for p in report["partitions"])
     assert set(json.loads(overlay.read_text())["graph"]["results"]) == {
         n["name"] for n in report["nodes"]}
@@ -177,13 +178,15 @@ def test_cache_folder_defaults_to_the_user_cache_dir(monkeypatch):
 
 @pytest.mark.parametrize("argv, message", [
     (["lower", "{folder}/missing.pt2", "-o", "{folder}/x.pte"], "missing.pt2: no such file"),
-    (["lower", "{junk}", "-o", "{folder}/x.pte"], "junk.pt2: not a program saved with torch.export.save"),
+    (["lower", "{junk}", "-o", "{folder}/x.pte"],
+     "junk.pt2: not a program saved with torch.export.save"),
     (["report", "{folder}"], ": not a file"),
     (["lower", "{small}", "-o", "{folder}/x.pte", "--backend", "qnn"], "unknown backend 'qnn'"),
     (["report", "{small}", "--partitioner", "no_such_module:Partitioner"],
      "cannot import no_such_module (ModuleNotFoundError"),
     (["report", "{small}", "--partitioner", "json:NoSuchClass"], "json has no NoSuchClass"),
-    (["report", "{small}", "--partitioner", "json:JSONDecoder"], "is not an ExecuTorch Partitioner"),
+    (["report", "{small}", "--partitioner", "json:JSONDecoder"],
+     "is not an ExecuTorch Partitioner"),
     (["report", "{small}", "--partitioner", "json"], "expected MODULE:CLASS"),
     (["lower", "{small}", "-o", "{folder}/no/such/dir/x.pte"], "does not exist"),
 ])
@@ -191,7 +194,8 @@ def test_bad_input_is_one_line_and_exit_code_2(files, capsys, argv, message):
     names = {k: str(v) for k, v in files.items()}
     code, out, err = _run(capsys, *[a.format(**names) for a in argv])
     assert code == 2
-    assert err.count("\n") == 1 and message in err and err.startswith(f"fastlower {argv[0]}: error: ")
+    assert err.count("\n") == 1 and message in err
+    assert err.startswith(f"fastlower {argv[0]}: error: ")
     assert "Traceback" not in err and out == ""
 
 
@@ -203,7 +207,8 @@ def test_console_entry_point_and_debug_traceback(tmp_path, files):
     env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[2] / "src")) \
         if os.environ.get("FASTLOWER_TEST_SRC") == "1" else None
     plain = subprocess.run(cmd, capture_output=True, text=True, timeout=120, env=env)
-    assert plain.returncode == 2 and plain.stderr == f"fastlower lower: error: {missing}: no such file\n"
+    assert plain.returncode == 2
+    assert plain.stderr == f"fastlower lower: error: {missing}: no such file\n"
     debug = subprocess.run(cmd[:3] + ["--debug"] + cmd[3:], capture_output=True, text=True,
                            timeout=120, env=env)
     assert debug.returncode == 2 and "Traceback" in debug.stderr and "UsageError" in debug.stderr

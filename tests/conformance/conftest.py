@@ -127,7 +127,8 @@ def _resolve_impl(name: str) -> dict[str, Any]:
     if missing:
         raise RuntimeError(
             f"{IMPL_ENV}=fastlower but fastlower does not export {missing} "
-            f"(fastlower loaded from {getattr(fastlower, '__file__', None) or list(getattr(fastlower, '__path__', []))}). "
+            "(fastlower loaded from "
+            f"{getattr(fastlower, '__file__', None) or list(getattr(fastlower, '__path__', []))}). "
             f"Run with {IMPL_ENV}=reference to exercise the plugin against ExecuTorch itself."
         )
     impl = {n: getattr(fastlower, n) for n in SWAPPED_NAMES}
@@ -159,7 +160,8 @@ class BindingSwap:
     """Rebind every module-level reference of the reference objects to ``impl``."""
 
     def __init__(self, impl: dict[str, Any]):
-        self.pairs = [(_REFERENCE[n], impl[n]) for n in SWAPPED_NAMES if impl[n] is not _REFERENCE[n]]
+        self.pairs = [(_REFERENCE[n], impl[n]) for n in SWAPPED_NAMES
+                      if impl[n] is not _REFERENCE[n]]
         self._ref_to_new = {id(ref): (ref, new) for ref, new in self.pairs}
         self._new_to_ref = {id(new): (new, ref) for ref, new in self.pairs}
         self.patched: list[tuple[str, str]] = []  # (module, attribute)
@@ -170,7 +172,8 @@ class BindingSwap:
     def is_noop(self) -> bool:
         return not self.pairs
 
-    def _rebind(self, table: dict[int, tuple[Any, Any]], only_new_modules: bool) -> list[tuple[str, str]]:
+    def _rebind(self, table: dict[int, tuple[Any, Any]],
+                only_new_modules: bool) -> list[tuple[str, str]]:
         done = []
         if not table:
             return done
@@ -371,7 +374,8 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
     if name == "fastlower":
         mod = sys.modules.get("fastlower")
         core = sys.modules.get("fastlower._core")
-        origin = f" from {getattr(mod, '__file__', '?')}, native core {'loaded' if core else 'NOT loaded'}"
+        origin = (f" from {getattr(mod, '__file__', '?')}, "
+                  f"native core {'loaded' if core else 'NOT loaded'}")
     terminalreporter.write_line(
         f"fastlower conformance: shipped ExecuTorch tests ran against {name}{origin} "
         f"({IMPL_ENV}={os.environ.get(IMPL_ENV, '')!r})"

@@ -36,7 +36,8 @@ SIGNATURES = {
     ATEN_PYBINDINGS_MISSING: (ImportError, r"aten_lib"),
 }
 
-_L = "executorch.exir.backend.test.test_backends_lifted::TestBackends::"
+_T = "executorch.exir.backend.test."
+_L = _T + "test_backends_lifted::TestBackends::"
 
 REFERENCE_FAILURES: dict[str, str] = {
     # executorch/exir/backend/test ------------------------------------------
@@ -44,19 +45,27 @@ REFERENCE_FAILURES: dict[str, str] = {
     _L + "test_add_mul_partitioner": DEMO_BACKEND_NOT_IN_RUNTIME,
     _L + "test_backend_with_compiler": DEMO_BACKEND_NOT_IN_RUNTIME,
     _L + "test_backend_with_compiler_delegate_and_operator": DEMO_BACKEND_NOT_IN_RUNTIME,
-    _L + "test_backend_with_compiler_delegate_and_operator_with_two_modules": DEMO_BACKEND_NOT_IN_RUNTIME,
+    _L + "test_backend_with_compiler_delegate_and_operator_with_two_modules":
+        DEMO_BACKEND_NOT_IN_RUNTIME,
     # expects the demo backend's own runtime error 0x12 (InvalidArgument), gets 0x20
     _L + "test_backend_with_compiler_out_of_range": DEMO_BACKEND_NOT_IN_RUNTIME,
     _L + "test_lowered_add_mul": DEMO_BACKEND_NOT_IN_RUNTIME,
     _L + "test_quantized_with_delegate": QUANTIZED_OPS_LIB_MISSING,
-    "executorch.exir.backend.test.test_compatibility::TestCompatibility::test_compatibility_in_runtime": DEMO_BACKEND_NOT_IN_RUNTIME,
-    "executorch.exir.backend.test.test_compatibility::TestCompatibility::test_compatibility_in_runtime_edge_program_manager": DEMO_BACKEND_NOT_IN_RUNTIME,
-    "executorch.exir.backend.test.test_lowered_backend_module::TestBackendAPI::test_emit_lowered_backend_module_end_to_end": DEMO_BACKEND_NOT_IN_RUNTIME,
-    "executorch.exir.backend.test.test_partitioner::TestPartitioner::test_partitioner_splits_constant_data": DEMO_BACKEND_NOT_IN_RUNTIME,
-    "executorch.exir.backend.test.test_to_backend_multi_method::TestToBackendMultiMethod::test_multi_method_end_to_end": DEMO_BACKEND_NOT_IN_RUNTIME,
-    "executorch.exir.backend.test.demos.rpc.test_rpc::TestRPCDemos::test_delegate_program_with_nested_delegate": DEMO_BACKEND_NOT_IN_RUNTIME,
-    "executorch.exir.backend.test.demos.rpc.test_rpc::TestRPCDemos::test_delegate_whole_program": DEMO_BACKEND_NOT_IN_RUNTIME,
-    "executorch.exir.backend.test.demos.test_delegate_aten_mode": ATEN_PYBINDINGS_MISSING,
+    _T + "test_compatibility::TestCompatibility::"
+         "test_compatibility_in_runtime": DEMO_BACKEND_NOT_IN_RUNTIME,
+    _T + "test_compatibility::TestCompatibility::"
+         "test_compatibility_in_runtime_edge_program_manager": DEMO_BACKEND_NOT_IN_RUNTIME,
+    _T + "test_lowered_backend_module::TestBackendAPI::"
+         "test_emit_lowered_backend_module_end_to_end": DEMO_BACKEND_NOT_IN_RUNTIME,
+    _T + "test_partitioner::TestPartitioner::"
+         "test_partitioner_splits_constant_data": DEMO_BACKEND_NOT_IN_RUNTIME,
+    _T + "test_to_backend_multi_method::TestToBackendMultiMethod::"
+         "test_multi_method_end_to_end": DEMO_BACKEND_NOT_IN_RUNTIME,
+    _T + "demos.rpc.test_rpc::TestRPCDemos::"
+         "test_delegate_program_with_nested_delegate": DEMO_BACKEND_NOT_IN_RUNTIME,
+    _T + "demos.rpc.test_rpc::TestRPCDemos::"
+         "test_delegate_whole_program": DEMO_BACKEND_NOT_IN_RUNTIME,
+    _T + "demos.test_delegate_aten_mode": ATEN_PYBINDINGS_MISSING,
 }
 
 # nodeid key -> reason; these get the `slow` marker (excluded by default).

@@ -282,14 +282,17 @@ def assert_same_error(ref: LoweringError, got: LoweringError, *, exact: Optional
         d.eq("error", ref.message, got.message, "exception message")
     else:
         if not issubclass(got.type, ref.type):
-            d.add("error", f"exception type {got.type.__qualname__} is not a subclass of {ref.type.__qualname__}")
+            d.add("error", f"exception type {got.type.__qualname__} is not a subclass of "
+                           f"{ref.type.__qualname__}")
         same = got.message.startswith(ref.message) if prefix else got.message == ref.message
         if not same:
-            d.add("error", f"exception message is not the reference's:\n  reference : {ref.message!r}\n  under_test: {got.message!r}")
+            d.add("error", f"exception message is not the reference's:\n"
+                           f"  reference : {ref.message!r}\n  under_test: {got.message!r}")
     if exact:
         for name in ref.inputs_after:
             if name in got.inputs_after:
-                _compare_input_mutation(d, f"input[{name}]", ref.inputs_after[name], got.inputs_after[name])
+                _compare_input_mutation(d, f"input[{name}]", ref.inputs_after[name],
+                                        got.inputs_after[name])
     else:
         _check_inputs_unchanged(d, got.inputs_before, got.inputs_after)
     d.raise_if_any("error behaviour differs")
@@ -451,13 +454,15 @@ class Diffs:
                 f"got[{first}:+16]={got[first:first+16]!r}",
             )
         else:
-            self.add(where, f"{what} differs:\n  reference : {_short(ref)}\n  under_test: {_short(got)}")
+            self.add(where, f"{what} differs:\n  reference : {_short(ref)}\n"
+                            f"  under_test: {_short(got)}")
         return False
 
     def seq(self, where: str, ref: Sequence, got: Sequence, what: str) -> None:
         if list(ref) != list(got):
             r, g = list(map(str, ref)), list(map(str, got))
-            diff = "\n".join(difflib.unified_diff(r, g, "reference", "under_test", lineterm="", n=1))
+            diff = "\n".join(difflib.unified_diff(r, g, "reference", "under_test", lineterm="",
+                                                  n=1))
             self.add(where, f"{what} differ:\n{diff}")
 
     def raise_if_any(self, header: str) -> None:
@@ -484,12 +489,14 @@ def _walk_graph_modules(gm: torch.fx.GraphModule, prefix: str):
 def _compare_graph(d: Diffs, where: str, rgm, ggm, rc: _Canon, gc: _Canon) -> None:
     d.eq(where, rgm.code, ggm.code, "graph_module.code")
     rnodes, gnodes = list(rgm.graph.nodes), list(ggm.graph.nodes)
-    d.seq(where, [(n.op, n.name) for n in rnodes], [(n.op, n.name) for n in gnodes], "node (op, name) lists")
+    d.seq(where, [(n.op, n.name) for n in rnodes], [(n.op, n.name) for n in gnodes],
+          "node (op, name) lists")
     for rn, gn in zip(rnodes, gnodes):
         w = f"{where}/node {rn.name}"
         if rn.name != gn.name:
             continue  # already reported
-        d.eq(w, (str(rn.target), rc(rn.args), rc(rn.kwargs)), (str(gn.target), gc(gn.args), gc(gn.kwargs)), "target/args/kwargs")
+        d.eq(w, (str(rn.target), rc(rn.args), rc(rn.kwargs)),
+             (str(gn.target), gc(gn.args), gc(gn.kwargs)), "target/args/kwargs")
         d.eq(w, list(rn.meta.keys()), list(gn.meta.keys()), "meta keys")
         for k in rn.meta:
             if k in gn.meta:
@@ -517,7 +524,8 @@ def _tensor_dict(c: _Canon, dct) -> List[Tuple[str, Any]]:
     return [(k, c(v)) for k, v in dct.items()]
 
 
-def compare_exported_programs(d: Diffs, where: str, ref: ExportedProgram, got: ExportedProgram) -> None:
+def compare_exported_programs(d: Diffs, where: str, ref: ExportedProgram,
+                              got: ExportedProgram) -> None:
     rc, gc = _Canon(), _Canon()
     d.eq(where, type(ref).__name__, type(got).__name__, "program type")
     rmods = list(_walk_graph_modules(ref.graph_module, "gm"))
@@ -526,15 +534,21 @@ def compare_exported_programs(d: Diffs, where: str, ref: ExportedProgram, got: E
     for (rp, rgm), (gp, ggm) in zip(rmods, gmods):
         if rp == gp:
             _compare_graph(d, f"{where}:{rp}", rgm, ggm, rc, gc)
-    d.seq(where, [repr(s) for s in ref.graph_signature.input_specs], [repr(s) for s in got.graph_signature.input_specs], "graph_signature.input_specs")
-    d.seq(where, [repr(s) for s in ref.graph_signature.output_specs], [repr(s) for s in got.graph_signature.output_specs], "graph_signature.output_specs")
+    d.seq(where, [repr(s) for s in ref.graph_signature.input_specs],
+          [repr(s) for s in got.graph_signature.input_specs], "graph_signature.input_specs")
+    d.seq(where, [repr(s) for s in ref.graph_signature.output_specs],
+          [repr(s) for s in got.graph_signature.output_specs], "graph_signature.output_specs")
     d.seq(where, list(ref.state_dict.keys()), list(got.state_dict.keys()), "state_dict keys")
-    d.eq(where, _tensor_dict(rc, ref.state_dict), _tensor_dict(gc, got.state_dict), "state_dict values")
+    d.eq(where, _tensor_dict(rc, ref.state_dict), _tensor_dict(gc, got.state_dict),
+         "state_dict values")
     d.seq(where, list(ref.constants.keys()), list(got.constants.keys()), "constants keys")
-    d.eq(where, _tensor_dict(rc, ref.constants), _tensor_dict(gc, got.constants), "constants values")
+    d.eq(where, _tensor_dict(rc, ref.constants), _tensor_dict(gc, got.constants),
+         "constants values")
     d.eq(where, rc(ref.module_call_graph), gc(got.module_call_graph), "module_call_graph")
-    d.eq(where, rc(dict(ref.range_constraints)), gc(dict(got.range_constraints)), "range_constraints")
-    d.eq(where, [type(v).__name__ for v in ref.verifiers], [type(v).__name__ for v in got.verifiers], "verifiers")
+    d.eq(where, rc(dict(ref.range_constraints)), gc(dict(got.range_constraints)),
+         "range_constraints")
+    d.eq(where, [type(v).__name__ for v in ref.verifiers],
+         [type(v).__name__ for v in got.verifiers], "verifiers")
     d.eq(where, rc(ref.example_inputs), gc(got.example_inputs), "example_inputs")
     d.eq(where, rc(ref.tensor_constants if hasattr(ref, "tensor_constants") else None),
          gc(got.tensor_constants if hasattr(got, "tensor_constants") else None), "tensor_constants")
@@ -548,19 +562,25 @@ def compare_exported_programs(d: Diffs, where: str, ref: ExportedProgram, got: E
             compare_lowered_modules(d, f"{where}:{rp}.{rn}", rlm, glm)
 
 
-def compare_lowered_modules(d: Diffs, where: str, ref: LoweredBackendModule, got: LoweredBackendModule) -> None:
+def compare_lowered_modules(d: Diffs, where: str, ref: LoweredBackendModule,
+                            got: LoweredBackendModule) -> None:
     rc, gc = _Canon(), _Canon()
     d.eq(where, type(ref).__name__, type(got).__name__, "lowered module class")
     d.eq(where, ref.backend_id, got.backend_id, "backend_id")
-    d.eq(where, [(s.key, s.value) for s in ref.compile_specs], [(s.key, s.value) for s in got.compile_specs], "compile_specs")
+    d.eq(where, [(s.key, s.value) for s in ref.compile_specs],
+         [(s.key, s.value) for s in got.compile_specs], "compile_specs")
     d.eq(where, bytes(ref.processed_bytes), bytes(got.processed_bytes), "processed_bytes")
     rmeta, gmeta = ref.meta or {}, got.meta or {}
     d.eq(where, list(rmeta.keys()), list(gmeta.keys()), "meta keys")
-    d.eq(where, rc(rmeta.get("debug_handle_map")), gc(gmeta.get("debug_handle_map")), 'meta["debug_handle_map"]')
-    d.eq(where, rc(rmeta.get("_delegate_info_meta")), gc(gmeta.get("_delegate_info_meta")), 'meta.get("_delegate_info_meta")')
+    d.eq(where, rc(rmeta.get("debug_handle_map")), gc(gmeta.get("debug_handle_map")),
+         'meta["debug_handle_map"]')
+    d.eq(where, rc(rmeta.get("_delegate_info_meta")), gc(gmeta.get("_delegate_info_meta")),
+         'meta.get("_delegate_info_meta")')
     d.eq(where, rc(rmeta), gc(gmeta), "meta")
-    d.eq(where, rc(ref.named_data_store_output), gc(got.named_data_store_output), "named_data_store_output")
-    compare_exported_programs(d, f"{where}.original_module", ref.original_module, got.original_module)
+    d.eq(where, rc(ref.named_data_store_output), gc(got.named_data_store_output),
+         "named_data_store_output")
+    compare_exported_programs(d, f"{where}.original_module", ref.original_module,
+                              got.original_module)
 
 
 def assert_same_input_side_effects(ref: "Lowered", got: "Lowered") -> None:
@@ -571,7 +591,8 @@ def assert_same_input_side_effects(ref: "Lowered", got: "Lowered") -> None:
     if ref.inputs_after is not None and got.inputs_after is not None:
         for name in ref.inputs_after:
             if name in got.inputs_after:
-                _compare_input_mutation(d, f"input[{name}]", ref.inputs_after[name], got.inputs_after[name])
+                _compare_input_mutation(d, f"input[{name}]", ref.inputs_after[name],
+                                        got.inputs_after[name])
     d.raise_if_any("INPUT-program side effects differ (outputs are identical)")
 
 
@@ -592,8 +613,10 @@ def assert_same_lowering(
             d.seq("input programs", list(ref.inputs_after), list(got.inputs_after), "methods")
             for name in ref.inputs_after:
                 if name in got.inputs_after:
-                    _compare_input_mutation(d, f"input[{name}]", ref.inputs_after[name], got.inputs_after[name])
-        d.eq("manager", sorted(ref.epm.config_methods), sorted(got.epm.config_methods), "config methods")
+                    _compare_input_mutation(d, f"input[{name}]", ref.inputs_after[name],
+                                            got.inputs_after[name])
+        d.eq("manager", sorted(ref.epm.config_methods), sorted(got.epm.config_methods),
+             "config methods")
         ref, got = ref.programs, got.programs
     elif isinstance(ref, EdgeProgramManager):
         ref, got = dict(ref._edge_programs), dict(got._edge_programs)
@@ -606,17 +629,24 @@ def assert_same_lowering(
     d.raise_if_any(header)
 
 
-def _compare_input_mutation(d: Diffs, where: str, ref: ExportedProgram, got: ExportedProgram) -> None:
+def _compare_input_mutation(d: Diffs, where: str, ref: ExportedProgram,
+                            got: ExportedProgram) -> None:
     """What lowering left behind in the INPUT program (must match too)."""
     rc, gc = _Canon(), _Canon()
     d.eq(where, ref.graph_module.code, got.graph_module.code, "input graph code after lowering")
-    d.seq(where, [repr(s) for s in ref.graph_signature.input_specs], [repr(s) for s in got.graph_signature.input_specs], "input program input_specs after lowering")
-    d.seq(where, list(ref.state_dict), list(got.state_dict), "input program state_dict keys after lowering")
-    d.eq(where, _tensor_dict(rc, ref.constants), _tensor_dict(gc, got.constants), "input program constants after lowering")
+    d.seq(where, [repr(s) for s in ref.graph_signature.input_specs],
+          [repr(s) for s in got.graph_signature.input_specs],
+          "input program input_specs after lowering")
+    d.seq(where, list(ref.state_dict), list(got.state_dict),
+          "input program state_dict keys after lowering")
+    d.eq(where, _tensor_dict(rc, ref.constants), _tensor_dict(gc, got.constants),
+         "input program constants after lowering")
     d.eq(
         where,
-        [(n.name, rc(n.meta.get("delegation_tag")), rc(n.meta.get("no_copy"))) for n in ref.graph.nodes],
-        [(n.name, gc(n.meta.get("delegation_tag")), gc(n.meta.get("no_copy"))) for n in got.graph.nodes],
+        [(n.name, rc(n.meta.get("delegation_tag")), rc(n.meta.get("no_copy")))
+         for n in ref.graph.nodes],
+        [(n.name, gc(n.meta.get("delegation_tag")), gc(n.meta.get("no_copy")))
+         for n in got.graph.nodes],
         "input program node tags after lowering",
     )
 
@@ -654,7 +684,8 @@ def run_in_runtime(et_program_manager, inputs: Sequence[Any], method: str = "for
     return result
 
 
-def assert_close_outputs(expected: Sequence[Any], actual: Sequence[Any], what: str, atol=1e-4, rtol=1e-4) -> None:
+def assert_close_outputs(expected: Sequence[Any], actual: Sequence[Any], what: str, atol=1e-4,
+                         rtol=1e-4) -> None:
     exp = [e for e in expected]
     act = list(actual)
     if len(exp) != len(act):
@@ -664,8 +695,11 @@ def assert_close_outputs(expected: Sequence[Any], actual: Sequence[Any], what: s
             if not isinstance(a, torch.Tensor):
                 raise AssertionError(f"{what}: output {i} is {type(a)}")
             if e.shape != a.shape or e.dtype != a.dtype:
-                raise AssertionError(f"{what}: output {i} shape/dtype {tuple(a.shape)}/{a.dtype} != {tuple(e.shape)}/{e.dtype}")
-            torch.testing.assert_close(a, e, atol=atol, rtol=rtol, msg=lambda m: f"{what}: output {i}: {m}")
+                raise AssertionError(f"{what}: output {i} shape/dtype {tuple(a.shape)}/{a.dtype}"
+                                     f" != {tuple(e.shape)}/{e.dtype}")
+            # msg is called inside assert_close, in this iteration: i bound for clarity
+            torch.testing.assert_close(a, e, atol=atol, rtol=rtol,
+                                       msg=lambda m, i=i: f"{what}: output {i}: {m}")
         elif e != a:
             raise AssertionError(f"{what}: output {i}: {a!r} != {e!r}")
 

@@ -25,7 +25,8 @@ def test_same_error(case, path, impl_under_test):
     assert ref.type is case.expected_type, (ref.type, ref.message)
     assert re.fullmatch(case.message_for(path), ref.message), ref.message
     if case.name == "list_arg_const" and impl_under_test is not H.REFERENCE:
-        pytest.skip("fastlower lowers this case correctly (test_list_argument_constant_is_duplicated)")
+        pytest.skip("fastlower lowers this case correctly "
+                    "(test_list_argument_constant_is_duplicated)")
     got = H.lower_error(impl_under_test, case.build, path)
     if case.message_until is not None:
         end = ref.message.index(case.message_until) + len(case.message_until)
@@ -43,22 +44,25 @@ ERROR_TABLE = {
     "GraphModifiedError": ["mutates_graph", "adds_a_node"],
     "MissingPartitionTagsError": ["partition_tags_none"],
     "BackendNotFoundError": ["unknown_backend"],
-    "CyclicPartitionError": ["cycle", "owned_update_read_and_cycle_spec", "chain_cond_same_tag_names",
-                             "failing_backend_then_cycle_spec", "cycle_then_tagged_output"],
-    "OwnedBufferUpdateReadError": ["owned_update_read_outside", "owned_update_read_and_cycle_direct",
+    "CyclicPartitionError": ["cycle", "owned_update_read_and_cycle_spec",
+                             "chain_cond_same_tag_names", "failing_backend_then_cycle_spec",
+                             "cycle_then_tagged_output"],
+    "OwnedBufferUpdateReadError": ["owned_update_read_outside",
+                                   "owned_update_read_and_cycle_direct",
                                    "owned_update_read_then_failing"],
     "BufferMutationOutputError": ["owned_update_returned"],
     "MethodWithoutProgramError": ["method_without_program"],
 }
 FASTLOWER_ONLY = {
-    "UnknownTagError": "only inside strict_tags(); the reference ignores the tag (ModelCase missing_tag)",
-    "PartitionerEditError": "only inside strict_partitioners(); the reference does not see the edit "
-                            "(ModelCase edited_add_alpha, ErrorCase edited_cat_dim)",
+    "UnknownTagError": "only inside strict_tags(); the reference ignores the tag "
+                       "(ModelCase missing_tag)",
+    "PartitionerEditError": "only inside strict_partitioners(); the reference does not see the "
+                            "edit (ModelCase edited_add_alpha, ErrorCase edited_cat_dim)",
     "PartitionerGraphError": "the native partitioners' error for a getitem reading two tuple "
                              "producers, where the reference's partitioner loops forever "
                              "(tests/partitioners/test_switch.py)",
-    "NoPartitionOutputError": "a partition none of whose nodes is used outside it: only dead nodes, "
-                              "which an exported program does not have",
+    "NoPartitionOutputError": "a partition none of whose nodes is used outside it: only dead "
+                              "nodes, which an exported program does not have",
 }
 
 
@@ -82,7 +86,8 @@ def test_error_table_covers_every_error():
             assert name in ERROR_CASES, (cls_name, name)
 
 
-@pytest.mark.parametrize("cls_name,case_name", [(c, n) for c, ns in ERROR_TABLE.items() for n in ns])
+@pytest.mark.parametrize("cls_name,case_name",
+                         [(c, n) for c, ns in ERROR_TABLE.items() for n in ns])
 def test_fastlower_raises_the_tabled_error(cls_name, case_name, impl_under_test):
     if impl_under_test is H.REFERENCE:
         pytest.skip("fastlower's own error classes")

@@ -132,7 +132,8 @@ def test_original_module_code(demo_base):
     node = _node(om.graph_module, "aten_add_tensor_1")
     node.name = "renamed_add"
     om.graph_module.recompile()
-    _expect_diff(demo_base, got, r"lowered_module_0\.original_module:gm\] graph_module\.code differs")
+    _expect_diff(demo_base, got,
+                 r"lowered_module_0\.original_module:gm\] graph_module\.code differs")
 
 
 def test_original_module_signature(demo_base):
@@ -182,7 +183,8 @@ def test_node_meta(demo_base):
     got = copy.deepcopy(demo_base)
     gm = _ep(got).graph_module
     _node(gm, "executorch_call_delegate_1").meta["debug_handle"] += 100
-    _expect_diff(demo_base, got, r"node executorch_call_delegate_1\] meta\['debug_handle'\] differs")
+    _expect_diff(demo_base, got,
+                 r"node executorch_call_delegate_1\] meta\['debug_handle'\] differs")
 
 
 def test_graph_signature(demo_base):
@@ -290,28 +292,33 @@ def test_error_comparison_can_fail():
     case = ERROR_CASES["unknown_backend"]
     ref = H.lower_error(H.REFERENCE, case.build, "direct")
     H.assert_same_error(ref, H.lower_error(H.REFERENCE, case.build, "direct"), exact=True)
+
+    def error(exc_type, message, inputs_before=ref.inputs_before):
+        """The reference's outcome with another exception type or message."""
+        return H.LoweringError(exc_type, message, ref.inputs_after, inputs_before)
+
     with pytest.raises(AssertionError, match="exception message differs"):
-        H.assert_same_error(ref, H.LoweringError(ref.type, ref.message + "!", ref.inputs_after, ref.inputs_before), exact=True)
+        H.assert_same_error(ref, error(ref.type, ref.message + "!"), exact=True)
     with pytest.raises(AssertionError, match="exception type differs"):
-        H.assert_same_error(ref, H.LoweringError(RuntimeError, ref.message, ref.inputs_after, ref.inputs_before), exact=True)
+        H.assert_same_error(ref, error(RuntimeError, ref.message), exact=True)
     # compatible mode: a subclass with the reference's very message accepted, others not
     sub = type("Sub", (ref.type,), {})
-    H.assert_same_error(ref, H.LoweringError(sub, ref.message, ref.inputs_after, ref.inputs_before), exact=False)
+    H.assert_same_error(ref, error(sub, ref.message), exact=False)
     with pytest.raises(AssertionError, match="not a subclass"):
-        H.assert_same_error(ref, H.LoweringError(RuntimeError, ref.message, ref.inputs_after, ref.inputs_before), exact=False)
+        H.assert_same_error(ref, error(RuntimeError, ref.message), exact=False)
     with pytest.raises(AssertionError, match="is not the reference's"):
-        H.assert_same_error(ref, H.LoweringError(ref.type, "other", ref.inputs_after, ref.inputs_before), exact=False)
+        H.assert_same_error(ref, error(ref.type, "other"), exact=False)
     # fastlower's context belongs in notes: a message with more than the reference's fails
     with pytest.raises(AssertionError, match="is not the reference's"):
-        H.assert_same_error(ref, H.LoweringError(sub, "[x] " + ref.message + " (hint)", ref.inputs_after, ref.inputs_before), exact=False)
+        H.assert_same_error(ref, error(sub, "[x] " + ref.message + " (hint)"), exact=False)
     # prefix: the reference's deterministic start, which the message must begin with
-    H.assert_same_error(ref, H.LoweringError(sub, ref.message + " (the rest)", ref.inputs_after, ref.inputs_before), exact=False, prefix=True)
+    H.assert_same_error(ref, error(sub, ref.message + " (the rest)"), exact=False, prefix=True)
     with pytest.raises(AssertionError, match="is not the reference's"):
-        H.assert_same_error(ref, H.LoweringError(sub, "[x] " + ref.message, ref.inputs_after, ref.inputs_before), exact=False, prefix=True)
+        H.assert_same_error(ref, error(sub, "[x] " + ref.message), exact=False, prefix=True)
     # compatible mode also requires the input program to be left unchanged
     changed = {name: ("changed",) for name in ref.inputs_before}
     with pytest.raises(AssertionError, match="input program state"):
-        H.assert_same_error(ref, H.LoweringError(ref.type, ref.message, ref.inputs_after, changed), exact=False)
+        H.assert_same_error(ref, error(ref.type, ref.message, changed), exact=False)
 
 
 def test_lower_error_requires_raise():

@@ -85,8 +85,9 @@ def canonical(result: Dict[Any, List[Any]]) -> List[Any]:
     def ident(x: Any) -> Any:
         return ("str", x) if type(x) is str else ("id", id(x))
 
-    return [(ident(key), [(ident(p.source), [id(n) for n in p.nodes], [id(n) for n in p.input_nodes],
-                           [id(n) for n in p.output_nodes], [id(n) for n in p.params]) for p in parts])
+    return [(ident(key), [(ident(p.source), [id(n) for n in p.nodes],
+                           [id(n) for n in p.input_nodes], [id(n) for n in p.output_nodes],
+                           [id(n) for n in p.params]) for p in parts])
             for key, parts in result.items()]
 
 
@@ -100,7 +101,9 @@ def random_edit(rng: random.Random, gm: GraphModule) -> str:
     if kind == "insert" and nodes:
         anchor = rng.choice(compute or nodes)
         with graph.inserting_before(anchor):
-            new = graph.call_function(aten.relu.default, (rng.choice(list(graph.nodes)[:_index(anchor)] or [anchor.prev]),))
+            new = graph.call_function(
+                aten.relu.default,
+                (rng.choice(list(graph.nodes)[:_index(anchor)] or [anchor.prev]),))
         new.meta.update(random_meta(rng))
     elif kind == "erase":
         dead = [n for n in compute if not n.users]

@@ -14,7 +14,8 @@ CAPABILITY_OPTIONS = st.fixed_dictionaries({
     "allows_single_node_partition": st.booleans(),
     "skip_horizontal_fusion": st.booleans(),
     "non_compute_ops": st.sampled_from([None, ["torch.ops.aten.relu.default"],
-                                        ["torch.ops.aten.add.Tensor", "torch.ops.aten.mul.Tensor"]]),
+                                        ["torch.ops.aten.add.Tensor",
+                                         "torch.ops.aten.mul.Tensor"]]),
     "allowed_single_node_partition_ops": st.sampled_from([None, ["torch.ops.aten.mm.default"],
                                                           ["torch.ops.aten.sigmoid.default"]]),
 })
@@ -46,7 +47,8 @@ def test_group_matches_reference(seed, n, support, group_ratio, locality, option
 def test_random_cases_are_not_trivial():
     """The generator yields multi-partition results (else the comparisons prove little)."""
     assert check_group(random_case(7, 200, 0.6, 0.5, 30)) > 3
-    assert check_capability(random_case(7, 200, 0.6, 0.0, 30), allows_single_node_partition=True) > 3
+    assert check_capability(random_case(7, 200, 0.6, 0.0, 30),
+                            allows_single_node_partition=True) > 3
 
 
 @pytest.mark.slow

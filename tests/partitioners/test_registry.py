@@ -12,7 +12,9 @@ from torch.fx.node import Node
 
 import fastlower.partitioners as fp
 from fastlower.partitioners import registry
-from fastlower.partitioners.source_partitions import get_source_partitions as native_get_source_partitions
+from fastlower.partitioners.source_partitions import (
+    get_source_partitions as native_get_source_partitions,
+)
 from fastlower.partitioners.source_partitions import reference_get_source_partitions
 
 _MISSING = object()
@@ -30,7 +32,8 @@ def _bindings():
     for name, module in list(sys.modules.items()):
         if module is not None and not name.startswith("fastlower") and hasattr(module, "__dict__"):
             for attr, value in list(vars(module).items()):
-                if value is reference_get_source_partitions or value is native_get_source_partitions:
+                if value is reference_get_source_partitions \
+                        or value is native_get_source_partitions:
                     out[f"{name}.{attr}"] = value
     return out
 

@@ -88,7 +88,8 @@ def test_is_param_buffer_constant_on_a_program():
     ep = torch.export.export(M(), (torch.ones(3),))
     nodes = list(ep.graph.nodes)
     with fp.reference():
-        expected = [(is_param(ep, n), is_buffer(ep, n), is_lifted_tensor_constant(ep, n)) for n in nodes]
+        expected = [(is_param(ep, n), is_buffer(ep, n), is_lifted_tensor_constant(ep, n))
+                    for n in nodes]
     with fp.accelerated():
         got = [(is_param(ep, n), is_buffer(ep, n), is_lifted_tensor_constant(ep, n)) for n in nodes]
     assert got == expected and any(e[0] for e in expected) and any(e[1] for e in expected)

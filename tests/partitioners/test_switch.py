@@ -50,7 +50,8 @@ def test_native_only_inside_accelerated(spy):
     outside = partitions_key(_group(case).propose_partitions())
     with fp.accelerated():
         inside = partitions_key(_group(case).propose_partitions())
-        CapabilityBasedPartitioner(case.graph_module, NamesSupport(case.supported)).propose_partitions()
+        CapabilityBasedPartitioner(case.graph_module,
+                                   NamesSupport(case.supported)).propose_partitions()
     assert spy == {"capability": 1, "group": 1}
     assert inside == outside
     _group(case).propose_partitions()
@@ -78,7 +79,8 @@ def test_subclass_overriding_a_hook_keeps_its_code(spy):
     case = _case()
     with fp.accelerated():
         own = _group(case, OwnMerge).propose_partitions()
-        assert OwnPropose(case.graph_module, NamesSupport(case.supported)).propose_partitions() == []
+        own_propose = OwnPropose(case.graph_module, NamesSupport(case.supported))
+        assert own_propose.propose_partitions() == []
     assert spy == {"capability": 0, "group": 0}
     with fp.reference():
         expected = partitions_key(_group(case, OwnMerge).propose_partitions())
@@ -94,8 +96,9 @@ def test_dependency_viewer_is_lazy_inside_and_exact_when_read():
     eager = _group(case)
     assert "downstreams" in eager.dependency_viewer.__dict__
     for node in case.graph_module.graph.nodes:
-        assert lazy.dependency_viewer.downstreams_of(node) == eager.dependency_viewer.downstreams_of(node)
-        assert lazy.dependency_viewer.upstreams_of(node) == eager.dependency_viewer.upstreams_of(node)
+        lazy_viewer, eager_viewer = lazy.dependency_viewer, eager.dependency_viewer
+        assert lazy_viewer.downstreams_of(node) == eager_viewer.downstreams_of(node)
+        assert lazy_viewer.upstreams_of(node) == eager_viewer.upstreams_of(node)
 
 
 def test_threads_do_not_see_each_others_switch(spy):
@@ -109,7 +112,8 @@ def test_threads_do_not_see_each_others_switch(spy):
             with fp.accelerated():
                 outside_may_run.set()
                 for _ in range(5):
-                    results.setdefault("inside", []).append(partitions_key(_group(case).propose_partitions()))
+                    results.setdefault("inside", []).append(
+                        partitions_key(_group(case).propose_partitions()))
             inside_done.set()
         except Exception as exc:  # reported below
             errors.append(exc)
@@ -118,7 +122,8 @@ def test_threads_do_not_see_each_others_switch(spy):
         try:
             outside_may_run.wait(10)
             for _ in range(5):
-                results.setdefault("outside", []).append(partitions_key(_group(case).propose_partitions()))
+                results.setdefault("outside", []).append(
+                    partitions_key(_group(case).propose_partitions()))
         except Exception as exc:
             errors.append(exc)
 
@@ -135,7 +140,8 @@ def test_threads_do_not_see_each_others_switch(spy):
 def test_node_in_two_groups_raises_the_references_error():
     case = _case()
     node = next(n for n in case.graph_module.graph.nodes if n.op == "call_function")
-    with fp.accelerated(), pytest.raises(ValueError, match=f"Node {node.name} exists in multiple groups"):
+    with fp.accelerated(), pytest.raises(ValueError,
+                                         match=f"Node {node.name} exists in multiple groups"):
         GroupBasedPartitioner(case.graph_module, NamesSupport(case.supported),
                               node_groups=[[node], [node]])
 
@@ -176,15 +182,14 @@ def test_core_rejects_malformed_arrays(core, variant):
     for bad in bad_cases:
         args = {**good, **bad}
         for impl in (core, twin):
-            if variant == "capability":
-                call = lambda: impl.propose_capability_partitions(**args, allows_single_node_partition=False,
-                                                                  skip_horizontal_fusion=False)
-            else:
-                call = lambda: impl.propose_group_partitions(
-                    **args, inputs_offsets=[0, 0, 1], inputs=[0], group_offsets=[0],
-                    group_members=[], allows_single_node_partition=False)
             with pytest.raises((ValueError, IndexError)):
-                call()
+                if variant == "capability":
+                    impl.propose_capability_partitions(**args, allows_single_node_partition=False,
+                                                       skip_horizontal_fusion=False)
+                else:
+                    impl.propose_group_partitions(
+                        **args, inputs_offsets=[0, 0, 1], inputs=[0], group_offsets=[0],
+                        group_members=[], allows_single_node_partition=False)
     if variant == "group":
         for impl in (core, twin):
             with pytest.raises(ValueError, match="node 1 exists in multiple groups"):
@@ -211,8 +216,10 @@ def test_getitem_pass_that_never_converges_raises():
     from fastlower import errors
 
     gm, supported = _oscillating_getitem_graph()
-    part = CapabilityBasedPartitioner(gm, NamesSupport(supported), allows_single_node_partition=True)
-    with fp.accelerated(), pytest.raises(errors.PartitionerGraphError, match="node 'getitem_1'.*converge"):
+    part = CapabilityBasedPartitioner(gm, NamesSupport(supported),
+                                      allows_single_node_partition=True)
+    with fp.accelerated(), pytest.raises(errors.PartitionerGraphError,
+                                         match="node 'getitem_1'.*converge"):
         part.propose_partitions()
     with pytest.raises(ValueError, match="node 4: getitem reassignment does not converge"):
         _twin_capability(part)

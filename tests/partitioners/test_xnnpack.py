@@ -32,7 +32,8 @@ def _quiet():
 def native_calls(monkeypatch):
     calls = []
     real_cap, real_group = native.propose_capability, native.propose_group
-    monkeypatch.setattr(native, "propose_capability", lambda p: calls.append("capability") or real_cap(p))
+    monkeypatch.setattr(native, "propose_capability",
+                        lambda p: calls.append("capability") or real_cap(p))
     monkeypatch.setattr(native, "propose_group", lambda p: calls.append("group") or real_group(p))
     return calls
 
@@ -73,7 +74,8 @@ _SLOW_MODELS = {"llama4_xnnpack"}
 
 
 def _cases():
-    return [pytest.param(name, marks=[pytest.mark.slow] if case.slow or name in _SLOW_MODELS else [])
+    return [pytest.param(name,
+                         marks=[pytest.mark.slow] if case.slow or name in _SLOW_MODELS else [])
             for name, case in MODEL_CASES.items()]
 
 
@@ -147,7 +149,8 @@ def test_user_model_tags_plain_to_edge(name, n_layers, native_calls):
     assert native_calls == ["group"]
 
 
-@pytest.mark.parametrize("name", ["executorch_llama", pytest.param("hf_llama", marks=pytest.mark.slow),
+@pytest.mark.parametrize("name", ["executorch_llama",
+                                  pytest.param("hf_llama", marks=pytest.mark.slow),
                                   pytest.param("hf_gpt2", marks=pytest.mark.slow)])
 def test_user_model_tags_transform_and_lower_path(name, native_calls):
     """The program to_edge_transform_and_lower partitions (linear preserved): the same

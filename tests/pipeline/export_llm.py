@@ -92,7 +92,8 @@ def model_files(config: LlmConfig, folder: Path, seed: int = 0,
     if not (params.exists() and checkpoint.exists()):
         params.write_text(json.dumps(config.params()))
         torch.manual_seed(seed)
-        model = construct_transformer(ModelArgs(**config.params(), max_seq_len=config.max_seq_length,
+        model = construct_transformer(ModelArgs(**config.params(),
+                                                max_seq_len=config.max_seq_length,
                                                 max_context_len=config.max_seq_length))
         with torch.no_grad():  # RMSNorm weights are ones by default: make them distinct too
             for name, tensor in model.state_dict().items():

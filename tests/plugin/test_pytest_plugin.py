@@ -6,7 +6,6 @@ deliberate lowering-time regression."""
 import json
 from importlib.metadata import entry_points
 
-import pytest
 
 pytest_plugins = ["pytester"]
 

@@ -70,7 +70,8 @@ class PreprocessTestEchoBackend(BackendDetails):
     """
 
     @staticmethod
-    def preprocess(edge_program: ExportedProgram, compile_specs: List[CompileSpec]) -> PreprocessResult:
+    def preprocess(edge_program: ExportedProgram,
+                   compile_specs: List[CompileSpec]) -> PreprocessResult:
         pause = _spec(compile_specs, "sleep")
         if pause is not None:
             time.sleep(float(pause))
@@ -102,7 +103,8 @@ class PreprocessTestMultimethodBackend(BackendDetails):
     calls: List[int] = []  # pid of each preprocess_multimethod call (in the caller)
 
     @staticmethod
-    def preprocess(edge_program: ExportedProgram, compile_specs: List[CompileSpec]) -> PreprocessResult:
+    def preprocess(edge_program: ExportedProgram,
+                   compile_specs: List[CompileSpec]) -> PreprocessResult:
         return PreprocessResult(processed_bytes=echo_bytes(edge_program, compile_specs)
                                 + str(os.getpid()).encode())
 

@@ -142,7 +142,8 @@ def test_key_ignores_process_noise_and_covers_versions(tmp_path, monkeypatch):
         return keys.cache_key(PreprocessJob(0, BACKEND, PreprocessTestEchoBackend, program, [],
                                             "tag0", "forward", False))
 
-    a, b = edge_blocks(2, fresh=True), edge_blocks(2, fresh=True)  # two exports: other seq_nr, from_node ids
+    # two exports: other seq_nr, from_node ids
+    a, b = edge_blocks(2, fresh=True), edge_blocks(2, fresh=True)
     assert key_of(a) == key_of(b)
     base = key_of(a)
     monkeypatch.setattr(torch, "__version__", "0.0.0")

@@ -139,7 +139,8 @@ def test_two_threads_lower_at_once_on_fork_pools():
         barrier = threading.Barrier(2)
         got, errors = {}, []
 
-        def lower(n: int, workers: int) -> None:
+        # run and joined in this iteration; the defaults bind this iteration's objects
+        def lower(n: int, workers: int, barrier=barrier, got=got, errors=errors) -> None:
             try:
                 with pp.options(workers=workers):
                     barrier.wait()
@@ -191,7 +192,8 @@ def test_workers_inherit_a_backends_warm_caches():
 
     assert not PreprocessTestWarmUpBackend.warm
     with pp.options(workers=2):
-        lowered = fastlower.to_backend(edge_blocks(5), LinearPartitioner(PreprocessTestWarmUpBackend))
+        lowered = fastlower.to_backend(edge_blocks(5),
+                                       LinearPartitioner(PreprocessTestWarmUpBackend))
     ran = [bytes(d[2]).decode().split(":") for d in delegates(lowered)]
     assert len(ran) == 5
     here = [warm for pid, warm in ran if int(pid) == os.getpid()]
@@ -201,6 +203,7 @@ def test_workers_inherit_a_backends_warm_caches():
     assert fastlower.last_report().preprocess_runner == "fork pool, 2 workers"
     # a later lowering in this process forks at once: every partition in a warm worker
     with pp.options(workers=2):
-        lowered = fastlower.to_backend(edge_blocks(3), LinearPartitioner(PreprocessTestWarmUpBackend))
+        lowered = fastlower.to_backend(edge_blocks(3),
+                                       LinearPartitioner(PreprocessTestWarmUpBackend))
     ran = [bytes(d[2]).decode().split(":") for d in delegates(lowered)]
     assert all(int(pid) != os.getpid() and warm == "True" for pid, warm in ran), ran

@@ -46,7 +46,8 @@ def _screenshot(tmp_path: Path, page: Path, size=(1300, 1100)) -> Image.Image:
 
 
 def _cells(dom: str) -> list:
-    return re.findall(r'<div class="cell( body)?" data-i="\d+" style="background: (rgb\([^)]*\))', dom)
+    return re.findall(r'<div class="cell( body)?" data-i="\d+" '
+                      r'style="background: (rgb\([^)]*\))', dom)
 
 
 @pytest.fixture(scope="module")

@@ -38,7 +38,8 @@ def test_coverage_partitions_operators_and_left_out_nodes():
     result, report = _lower(program, partitioner)
     nodes = _call_functions(program.graph_module)
     left = [n for n in nodes if n.target not in ADD_MUL]
-    assert (report.total_nodes, report.delegated_nodes) == (len(nodes), len(nodes) - len(left)) == (6, 4)
+    assert ((report.total_nodes, report.delegated_nodes)
+            == (len(nodes), len(nodes) - len(left)) == (6, 4))
     cov = report.coverage
     assert (cov.delegated_nodes, cov.total_nodes, cov.delegated_ops, cov.total_ops) == (4, 6, 2, 4)
     assert report.coverage_by_backend()["FastlowerToyBackend"].op_share == pytest.approx(0.5)
