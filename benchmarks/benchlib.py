@@ -473,7 +473,8 @@ def describe_mismatch(ref, ours) -> str:
             la, lb = a.splitlines(), b.splitlines()
             for i, (x, y) in enumerate(zip(la, lb)):
                 if x != y:
-                    return f"{name} differs at line {i}: ref {x.strip()!r} vs fastlower {y.strip()!r}"
+                    return (f"{name} differs at line {i}: ref {x.strip()!r} "
+                            f"vs fastlower {y.strip()!r}")
             return f"{name} differs in length: {len(la)} vs {len(lb)} lines"
         return f"{name} differ: ref {len(a)} vs fastlower {len(b)} (first diff: " + next(
             (f"#{i} {x} vs {y}" for i, (x, y) in enumerate(zip(a, b)) if x != y), "length") + ")"

@@ -40,7 +40,8 @@ def pytest_addoption(parser):
     group.addoption("--partition-json", default=None,
                     help="where the partitioner benchmark writes its summary")
     group.addoption("--user-layers", default="8,16,32,64",
-                    help="layers of the user-model XNNPACK cases on plain to_edge (default 8,16,32,64)")
+                    help="layers of the user-model XNNPACK cases on plain to_edge "
+                         "(default 8,16,32,64)")
     group.addoption("--user-tal-layers", default="8,32",
                     help="layers of the to_edge_transform_and_lower-path cases (default 8,32)")
     group.addoption("--user-vulkan-layers", default="8,32",
@@ -56,7 +57,8 @@ def pytest_addoption(parser):
     group.addoption("--user-json", default=None,
                     help="where the user-model benchmark writes its summary")
     group.addoption("--memory-layers", type=int, default=11,
-                    help="decoder layers of the large-weight memory benchmark (dim 1024; default 11)")
+                    help="decoder layers of the large-weight memory benchmark "
+                         "(dim 1024; default 11)")
     group.addoption("--memory-backend", default="noop", choices=["noop", "xnnpack"],
                     help="backend of the memory benchmark (default noop)")
     group.addoption("--allow-python-twin", action="store_true",
@@ -138,7 +140,8 @@ def warmed_up():
     for impl in (ref_to_backend, fastlower.to_backend):
         impl(copy.deepcopy(program), benchlib.timed_xnnpack_partitioner())
         impl(copy.deepcopy(program), benchlib.PretaggedPartitioner(tags))
-        impl(copy.deepcopy(program), benchlib.PretaggedPartitioner(benchlib.single_op_tags(program)))
+        impl(copy.deepcopy(program),
+             benchlib.PretaggedPartitioner(benchlib.single_op_tags(program)))
     return True
 
 

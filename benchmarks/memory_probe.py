@@ -71,7 +71,8 @@ def main() -> None:
     n_delegates = len(list(benchlib.lowered_modules(lowered)))
     print(json.dumps({
         "impl": args.impl, "backend": args.backend, "layers": args.layers, "dim": args.dim,
-        "hidden": args.hidden, "weights_mib": weights / 2**20, "baseline_mib": rss.baseline_kib / 1024,
+        "hidden": args.hidden, "weights_mib": weights / 2**20,
+        "baseline_mib": rss.baseline_kib / 1024,
         "peak_mib": rss.peak_kib / 1024, "growth_mib": rss.growth_mib, "method": rss.method,
         "machine_growth_mib": machine.growth_mib, "workers": workers,
         "seconds": seconds, "delegates": n_delegates,

@@ -70,7 +70,9 @@ def _fmt_s(x: Optional[float]) -> str:
 
 
 def _fmt_x(x: Optional[float]) -> str:
-    return "–" if x is None else (f"{x:.0f}×" if x >= 100 else f"{x:.1f}×" if x >= 10 else f"{x:.2f}×")
+    if x is None:
+        return "–"
+    return f"{x:.0f}×" if x >= 100 else f"{x:.1f}×" if x >= 10 else f"{x:.2f}×"
 
 
 def _fmt_mib(x: Optional[float]) -> str:
@@ -87,7 +89,8 @@ def table(cases) -> str:
             "verifier ref / fastlower s | output = ref |",
             "|---|---:|---:|---:|---:|---:|---:|---:|---:|---|---|---|:-:|"]
     order = {"xnnpack": 0, "pretagged": 1, "many": 2}
-    for (setup, n) in sorted((k for k in cases if k[0] in order), key=lambda k: (order[k[0]], k[1])):
+    for (setup, n) in sorted((k for k in cases if k[0] in order),
+                             key=lambda k: (order[k[0]], k[1])):
         c = cases[(setup, n)]
         ref, fl = c.get("reference"), c.get("fastlower")
         any_ = fl or ref
@@ -114,7 +117,8 @@ def table(cases) -> str:
     if floors:
         rows += ["", "Graph-copy floor (same Edge graph): `copy.deepcopy(graph_module)` / "
                  "`Graph.graph_copy` + `GraphModule`", "",
-                 "| layers | nodes | deepcopy | graph_copy + GraphModule |", "|---:|---:|---:|---:|"]
+                 "| layers | nodes | deepcopy | graph_copy + GraphModule |",
+                 "|---:|---:|---:|---:|"]
         for n in floors:
             c = cases[("floor", n)]
             nodes = next(iter(c.values()))["nodes"]
@@ -148,13 +152,16 @@ def targets(cases) -> str:
     out.append(f"* (b) pre-tagged, 32 layers: ratio {_fmt_x(ratio)} (target ≥ 50×): "
                f"{_verdict(None if ratio is None else ratio >= 50)}")
     # 2. slope of fastlower (b) from 4 to 64 layers <= 1.1
-    pts = sorted((cases[("pretagged", n)]["fastlower"]["nodes"], cases[("pretagged", n)]["fastlower"]["t"])
+    pts = sorted((cases[("pretagged", n)]["fastlower"]["nodes"],
+                  cases[("pretagged", n)]["fastlower"]["t"])
                  for (s, n) in cases if s == "pretagged" and 4 <= n <= 64
                  and "fastlower" in cases[("pretagged", n)])
     slope = _slope(pts)
     end = _slope([pts[0], pts[-1]]) if len(pts) >= 2 else None
-    span = f"{len(pts)} sizes, {pts[0][0]}–{pts[-1][0]} nodes" if len(pts) >= 2 else "needs ≥ 2 sizes"
-    out.append(f"* fastlower (b) log-log slope, 4→64 layers: {slope if slope is None else f'{slope:.2f}'} "
+    span = (f"{len(pts)} sizes, {pts[0][0]}–{pts[-1][0]} nodes" if len(pts) >= 2
+            else "needs ≥ 2 sizes")
+    out.append("* fastlower (b) log-log slope, 4→64 layers: "
+               f"{slope if slope is None else f'{slope:.2f}'} "
                f"(least squares over {span}; end points {end if end is None else f'{end:.2f}'}) "
                f"(target ≤ 1.1): {_verdict(None if slope is None else slope <= 1.1)}")
     # 3. many-partition vs graph-copy floor (within 3x)
@@ -164,10 +171,12 @@ def targets(cases) -> str:
         fl = cases[("many", n)].get("fastlower")
         dc, gc = _t(cases, "floor", n, "deepcopy"), _t(cases, "floor", n, "graph_copy")
         if fl and dc:
-            out.append(f"* single-op many-partition case ({fl['partitions']} partitions, {n} layers): "
+            out.append(f"* single-op many-partition case ({fl['partitions']} partitions, "
+                       f"{n} layers): "
                        f"fastlower {_fmt_s(fl['t'])} = {fl['t'] / dc:.1f}× the deepcopy floor "
-                       f"({_fmt_s(dc)})" + (f", {fl['t'] / gc:.1f}× the graph_copy floor ({_fmt_s(gc)})"
-                                             if gc else "")
+                       f"({_fmt_s(dc)})"
+                       + (f", {fl['t'] / gc:.1f}× the graph_copy floor ({_fmt_s(gc)})"
+                          if gc else "")
                        + f" (target within 3×): {_verdict(fl['t'] <= 3 * dc)}")
             ref = cases[("many", n)].get("reference")
             if ref:
@@ -191,7 +200,8 @@ def targets(cases) -> str:
             pre, part = e.get("xnnpack_preprocess_s", 0.0), e.get("partition_s", 0.0)
             own = e["t"] - pre - part
             line += (f"\n  * {name} {_fmt_s(e['t'])} s: XNNPACK preprocess {_fmt_s(pre)} s "
-                     f"({100 * pre / e['t']:.0f}%), XnnpackPartitioner.partition() {_fmt_s(part)} s "
+                     f"({100 * pre / e['t']:.0f}%), "
+                     f"XnnpackPartitioner.partition() {_fmt_s(part)} s "
                      f"({100 * part / e['t']:.0f}%), lowering machinery {_fmt_s(own)} s "
                      f"({100 * own / e['t']:.0f}%)")
     out.append(line)
@@ -200,7 +210,8 @@ def targets(cases) -> str:
         c = cases.get((setup, 64), {})
         r, f = c.get("reference"), c.get("fastlower")
         if r and f:
-            q = f["peak_rss_growth_mib"] / r["peak_rss_growth_mib"] if r["peak_rss_growth_mib"] else None
+            q = (f["peak_rss_growth_mib"] / r["peak_rss_growth_mib"]
+                 if r["peak_rss_growth_mib"] else None)
             out.append(f"* peak RSS growth, {SETUP_LABEL[setup]}, 64 layers: fastlower "
                        f"{_fmt_mib(f['peak_rss_growth_mib'])} MiB vs reference "
                        f"{_fmt_mib(r['peak_rss_growth_mib'])} MiB = "
@@ -227,13 +238,14 @@ def plot(cases, path: str = PNG) -> str:
             pts = sorted((c[impl]["nodes"], c[impl]["t"]) for (s, n), c in cases.items()
                          if s == setup and impl in c)
             if pts:
-                ax.plot(*zip(*pts), style, color=colors[setup], label=f"{SETUP_LABEL[setup]} {impl}")
+                ax.plot(*zip(*pts), style, color=colors[setup],
+                        label=f"{SETUP_LABEL[setup]} {impl}")
     for impl, style in (("deepcopy", "-^"), ("graph_copy", ":v")):
         pts = sorted((c[impl]["nodes"], c[impl]["t"]) for (s, n), c in cases.items()
                      if s == "floor" and impl in c)
         if pts:
             ax.plot(*zip(*pts), style, color="gray", label=f"graph-copy floor ({impl})")
-    for (s, n), c in cases.items():
+    for (s, _), c in cases.items():
         if s != "many":
             continue
         for impl, marker in (("reference", "*"), ("fastlower", "P")):
@@ -276,8 +288,9 @@ def _run_line(data, label: str) -> str:
     planner = {True: "native `fastlower._core`", False: "pure-Python twin (no `_core` built)"}.get(
         core, "unknown")
     wall = bench.get("wall_s")
-    return (f"{label} {data.get('datetime', '?')[:19]} UTC, fastlower planner: {planner}, wall time "
-            f"{'?' if wall is None else f'{wall / 60:.1f} min'}, args `{' '.join(bench.get('argv', []))}`")
+    return (f"{label} {data.get('datetime', '?')[:19]} UTC, fastlower planner: {planner}, "
+            f"wall time {'?' if wall is None else f'{wall / 60:.1f} min'}, "
+            f"args `{' '.join(bench.get('argv', []))}`")
 
 
 def results_section(data, cases, json_paths: List[str]) -> str:
@@ -292,7 +305,8 @@ def results_section(data, cases, json_paths: List[str]) -> str:
     head = [f"Run {data.get('datetime', '?')[:19]} UTC ({files}); "
             f"fastlower planner: {planner}; {cpu}, {mi.get('cpu', {}).get('count', '?')} cores, "
             f"Python {mi.get('python_version', '?')}; session wall time "
-            f"{'?' if wall is None else f'{wall / 60:.1f} min'}; args `{' '.join(bench.get('argv', []))}`."]
+            f"{'?' if wall is None else f'{wall / 60:.1f} min'}; "
+            f"args `{' '.join(bench.get('argv', []))}`."]
     extra = [f"* {_run_line(d, 'plus run')}" for d in data.get("extra_runs", [])]
     head += ["", *extra] if extra else []
     head += ["", f"![time vs nodes]({os.path.basename(PNG)})", "",
@@ -333,10 +347,12 @@ def profile(n_layers: int, top: int) -> str:
     stats = pstats.Stats(prof, stream=buf)
     stats.sort_stats("cumulative").print_stats(top)
     text = buf.getvalue()
-    text = text.replace(os.path.join(sys.prefix, "lib", f"python{sys.version_info[0]}.{sys.version_info[1]}",
+    text = text.replace(os.path.join(sys.prefix, "lib",
+                                     f"python{sys.version_info[0]}.{sys.version_info[1]}",
                                      "site-packages") + "/", "")
     text = text.replace(os.path.dirname(HERE) + "/", "")
-    text = text.replace(os.path.dirname(os.path.dirname(os.path.dirname(fastlower.__file__))) + "/", "")
+    text = text.replace(
+        os.path.dirname(os.path.dirname(os.path.dirname(fastlower.__file__))) + "/", "")
     lines = [ln for ln in text.splitlines() if ln.strip()]
     start = next(i for i, ln in enumerate(lines) if ln.lstrip().startswith("ncalls"))
     core = fastlower.plan.backend_module()
@@ -344,7 +360,8 @@ def profile(n_layers: int, top: int) -> str:
     phases = ", ".join(f"{k} {v:.3f} s" for k, v in rep.phases.items())
     return "\n".join([
         f"cProfile of `fastlower.to_backend` (b) pre-tagged, {n_layers} layers "
-        f"({benchlib.call_function_count(program)} nodes, {sum(rep.partitions.values())} partitions), "
+        f"({benchlib.call_function_count(program)} nodes, "
+        f"{sum(rep.partitions.values())} partitions), "
         f"planner: {planner}. Under the profiler: {rep.seconds:.3f} s ({phases}). "
         f"Top {top} by cumulative time:", "", "```", *lines[start:start + top + 1], "```"])
 
@@ -353,10 +370,12 @@ def profile(n_layers: int, top: int) -> str:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("json", nargs="*", default=[os.path.join(HERE, "results.json")],
                     help="result files (later ones replace earlier ones' entries per case)")
-    ap.add_argument("--profile", action="store_true", help="cProfile fastlower (b) and write it to README")
+    ap.add_argument("--profile", action="store_true",
+                    help="cProfile fastlower (b) and write it to README")
     ap.add_argument("--profile-layers", type=int, default=32)
     ap.add_argument("--profile-top", type=int, default=25)
     ap.add_argument("--no-readme", action="store_true", help="print instead of editing README.md")

@@ -36,7 +36,8 @@ def _cases(config) -> List[Tuple[str, int, str]]:
     layers = sorted({int(x) for x in config.getoption("--bench-layers").split(",") if x.strip()})
     many = config.getoption("--many-layers")
     setups = {s.strip() for s in config.getoption("--bench-setups").split(",")}
-    impls = [i for i in IMPLS if i in {s.strip() for s in config.getoption("--bench-impls").split(",")}]
+    wanted_impls = {s.strip() for s in config.getoption("--bench-impls").split(",")}
+    impls = [i for i in IMPLS if i in wanted_impls]
     cases = []
 
     def add_many():

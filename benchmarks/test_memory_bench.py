@@ -1,4 +1,5 @@
-"""Peak memory growth of ``to_backend`` with real weights: fastlower vs the reference (issue 11, part 6).
+"""Peak memory growth of ``to_backend`` with real weights: fastlower vs the reference (issue 11,
+part 6).
 
 The bundled decoder at dim 1024 (hidden 2816, 11 layers: ~550 MiB of float32
 weights), XNNPACK's partitions re-applied by ``PretaggedPartitioner`` and the
@@ -43,8 +44,8 @@ RUNS = {"reference": ("reference", None), "fastlower": ("fastlower", None),
 
 
 def probe(impl: str, layers: int, backend: str, workers: Optional[str] = None) -> dict:
-    cmd = [sys.executable, os.path.join(HERE, "memory_probe.py"), "--impl", impl, "--layers", str(layers),
-           "--backend", backend]
+    cmd = [sys.executable, os.path.join(HERE, "memory_probe.py"), "--impl", impl,
+           "--layers", str(layers), "--backend", backend]
     env = dict(os.environ)
     env.pop("FASTLOWER_WORKERS", None)
     if workers is not None:

@@ -19,7 +19,6 @@ Run: ``flock /tmp/fastlower-heavy.lock python -m pytest benchmarks/test_partitio
 
 from __future__ import annotations
 
-import copy
 import json
 import math
 import os
@@ -41,7 +40,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 def pytest_generate_tests(metafunc):
     if "pcase" in metafunc.fixturenames:
         cfg = metafunc.config
-        layers = sorted({int(x) for x in cfg.getoption("--partition-layers").split(",") if x.strip()})
+        layers = sorted({int(x) for x in cfg.getoption("--partition-layers").split(",")
+                         if x.strip()})
         cases = [("xnnpack", n, impl) for n in layers for impl in IMPLS]
         single = cfg.getoption("--partition-singleop-layers")
         if single:
@@ -171,7 +171,8 @@ def test_partitioner_summary(request):
                                            "slope": _slope(native_points)}
         text += (f"\nlog-log slope of native propose_partitions, {native_points[0][0]}->"
                  f"{native_points[-1][0]} layers: {_slope(native_points):.2f}")
-    out = request.config.getoption("--partition-json") or os.path.join(HERE, "partitioner_results.json")
+    out = (request.config.getoption("--partition-json")
+           or os.path.join(HERE, "partitioner_results.json"))
     with open(out, "w") as f:
         json.dump(summary, f, indent=1, default=str)
     print("\n" + text)

@@ -65,16 +65,19 @@ def pytest_generate_tests(metafunc):
     for part in _csv(cfg, "--user-partitioners"):
         for path in _csv(cfg, "--user-paths"):
             sizes = vulkan_layers if part == "vulkan" else (tal_layers if path == "tal" else layers)
-            models = _csv(cfg, "--user-vulkan-models") if part == "vulkan" else _csv(cfg, "--user-models")
+            models = (_csv(cfg, "--user-vulkan-models") if part == "vulkan"
+                      else _csv(cfg, "--user-models"))
             if part == "vulkan" and path == "tal":
-                continue  # Vulkan keeps no op from decomposition: both paths partition the same program
+                # Vulkan keeps no op from decomposition: both paths partition the same program
+                continue
             for model in models:
                 for n in sizes:
                     for impl in IMPLS:
                         if impl == "reference" and n > ref_max:
                             continue
                         cases.append((part, path, model, n, impl))
-    metafunc.parametrize("ucase", cases, ids=["-".join(map(str, c[:3])) + f"-L{c[3]}-{c[4]}" for c in cases])
+    metafunc.parametrize("ucase", cases,
+                         ids=["-".join(map(str, c[:3])) + f"-L{c[3]}-{c[4]}" for c in cases])
 
 
 class _Programs:
@@ -89,7 +92,8 @@ class _Programs:
             from fastlower.examples import user_models
 
             if path == "tal":
-                self._cache[key] = user_models.transform_and_lower_program(model, n, _partitioner(part))
+                self._cache[key] = user_models.transform_and_lower_program(
+                    model, n, _partitioner(part))
             else:
                 self._cache[key] = user_models.edge_program(model, n)
         return self._cache[key]
@@ -107,7 +111,9 @@ class _ProposeTimer:
         self.seconds = 0.0
 
     def __enter__(self):
-        from executorch.exir.backend.canonical_partitioners.group_partitioner import GroupBasedPartitioner
+        from executorch.exir.backend.canonical_partitioners.group_partitioner import (
+            GroupBasedPartitioner,
+        )
         from torch.fx.passes.infra.partitioner import CapabilityBasedPartitioner
 
         self._saved = []
@@ -151,7 +157,8 @@ def test_user_partition(benchmark, ucase, user_programs):
         if not getattr(user_programs, f"warm_{part}", False):  # one-off set-up costs
             for context in (fp.reference, fp.accelerated):
                 with context():
-                    _partitioner(part).partition(copy.deepcopy(user_programs.pristine(part, path, model, 1)))
+                    _partitioner(part).partition(
+                        copy.deepcopy(user_programs.pristine(part, path, model, 1)))
             setattr(user_programs, f"warm_{part}", True)
         samples: List[Dict[str, float]] = []
         rounds = 1 if impl == "reference" and n > 8 else 3
@@ -208,8 +215,10 @@ def test_user_models_summary(request):
                   for k, pts in sorted(slopes.items()) if len(pts) >= 2]
     if slope_rows:
         text += "\n\nfastlower partition() log-log slope\n" + tabulate(
-            slope_rows, headers=["partitioner", "path", "model", "layers", "slope"], tablefmt="github")
-    out = request.config.getoption("--user-json") or os.path.join(HERE, "user_models_results.json")
+            slope_rows, headers=["partitioner", "path", "model", "layers", "slope"],
+            tablefmt="github")
+    out = (request.config.getoption("--user-json")
+           or os.path.join(HERE, "user_models_results.json"))
     with open(out, "w") as f:
         json.dump({"rows": [dict(zip(headers, row)) for row in rows],
                    "slopes": [dict(zip(["partitioner", "path", "model", "layers", "slope"], s))
