@@ -97,7 +97,7 @@ def read_consistent_graph(r: cf.Reader) -> GraphArrays:
     n = r.length(cf.MAX_NODES)
     n_tags = r.length(cf.MAX_TAGS)
     op, prio, inputs, names, tags, roles, targets, dh, fake = ([] for _ in range(9))
-    for i in range(n):
+    for _ in range(n):
         op.append(r.uint() % 6)
         ins: List[int] = []
         for _ in range(r.length(cf.MAX_INPUTS)):
@@ -147,7 +147,8 @@ def fuzz_group_by_tag(r: cf.Reader) -> None:
 
 def fuzz_contract(r: cf.Reader) -> None:
     args = [r.sints() for _ in range(6)] + [bool(r.byte() & 1)]
-    same("find_contract_violation", outcome(lambda *a: tuple(_core.find_contract_violation(*a)), *args),
+    same("find_contract_violation",
+         outcome(lambda *a: tuple(_core.find_contract_violation(*a)), *args),
          outcome(twin_contract.find_contract_violation, *args))
 
 
@@ -170,9 +171,9 @@ def fuzz_names(r: cf.Reader) -> None:
 
 def sim_state(sim) -> tuple:
     n = len(sim.op)
-    return (list(sim.order()), [sim.names[i] for i in range(n)], [list(sim.users[i]) for i in range(n)],
-            list(sim.tags), list(sim.alive), list(sim.out_args), sim.lowered_count,
-            [vars(p) for p in sim.partitions])
+    return (list(sim.order()), [sim.names[i] for i in range(n)],
+            [list(sim.users[i]) for i in range(n)], list(sim.tags), list(sim.alive),
+            list(sim.out_args), sim.lowered_count, [vars(p) for p in sim.partitions])
 
 
 def plan_fuse_all(sim, n_tags: int, single: bool) -> list:
@@ -199,7 +200,8 @@ def read_sim_ops(r: cf.Reader) -> list:
     ops = []
     for _ in range(r.length(cf.MAX_OPS)):
         code = r.uint() % cf.N_SIM_OPS
-        if code in (cf.OP_MEMBERS, cf.OP_DUPLICATE, cf.OP_RETAG, cf.OP_INSERT_DELEGATE, cf.OP_READ_VIEWS):
+        if code in (cf.OP_MEMBERS, cf.OP_DUPLICATE, cf.OP_RETAG, cf.OP_INSERT_DELEGATE,
+                    cf.OP_READ_VIEWS):
             ops.append((code, r.sint()))
         elif code == cf.OP_FIND_CYCLE:
             ops.append((code, r.sints(cf.MAX_NODES)))

@@ -34,7 +34,8 @@ CASES = ["conv_relu_tan", "conv_relu_tan_split", "cond_demo", "map_demo", "neste
 
 
 def record_graphs() -> List[Tuple[str, object, List[str], bool]]:
-    """(label, EncodedGraph, tag names, is a body) of every graph planned while lowering the seed models."""
+    """(label, EncodedGraph, tag names, is a body) of every graph planned while lowering the seed
+    models."""
     import fastlower
     from fastlower import lowering
     from executorch.backends.xnnpack.partition.xnnpack_partitioner import XnnpackPartitioner

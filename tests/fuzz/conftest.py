@@ -18,7 +18,8 @@ def _quiet_logs():
 
 def _seeds_of(defect: str, most: int = 8) -> str:
     seeds = sorted(s for s, v in oracle.RESULTS.items() if v.defect == defect)
-    return " ".join(map(str, seeds[:most])) + (f" (+{len(seeds) - most})" if len(seeds) > most else "")
+    more = f" (+{len(seeds) - most})" if len(seeds) > most else ""
+    return " ".join(map(str, seeds[:most])) + more
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus, config):
@@ -41,5 +42,5 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
         terminalreporter.write_line(tabulate(sorted(oracle.CHECKS.items()),
                                              headers=("deeper check", "cases")))
     if oracle.CRASHED_RUNTIME_SEEDS:
-        terminalreporter.write_line("runtime crashed or failed (identical .pte from both) in case seeds: "
-                                    + " ".join(map(str, oracle.CRASHED_RUNTIME_SEEDS)))
+        terminalreporter.write_line("runtime crashed or failed (identical .pte from both) in case "
+                                    "seeds: " + " ".join(map(str, oracle.CRASHED_RUNTIME_SEEDS)))

@@ -40,11 +40,9 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
-import torch
 from executorch.exir import EdgeProgramManager
 from executorch.exir.backend.backend_api import MethodProgramsPartitionerSpec
 from executorch.exir.lowered_backend_module import get_lowered_submodules
-from executorch.exir.graph_module import get_control_flow_submodules
 
 from tests.differential import harness as H
 
@@ -280,7 +278,8 @@ def classify(case: Case, built: BuiltProgram, ref: Run, got: Run,
     """Compare the two runs of ``case``."""
     if got.input_changed:
         return _defect_for_difference(
-            case, ref, got, "fastlower changed the caller's program: " + "; ".join(got.input_changed))
+            case, ref, got,
+            "fastlower changed the caller's program: " + "; ".join(got.input_changed))
     ref_mutated = bool(ref.input_changed)
     if ref.error is not None and got.error is not None:
         rmsg = H.normalize_message(str(ref.error))

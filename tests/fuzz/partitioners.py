@@ -242,7 +242,8 @@ class FuzzPartitioner(Partitioner):
             out = next(n for n in ep.graph.nodes if n.op == "output")
             out.meta["delegation_tag"] = tags[0] if tags else "t_out"
         elif kind == "tag_user_input":
-            users = [s.arg.name for s in ep.graph_signature.input_specs if s.kind.name == "USER_INPUT"]
+            users = [s.arg.name for s in ep.graph_signature.input_specs
+                     if s.kind.name == "USER_INPUT"]
             for n in ep.graph.nodes:
                 if n.name in users:
                     n.meta["delegation_tag"] = tags[0] if tags else "t_in"

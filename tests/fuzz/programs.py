@@ -88,7 +88,9 @@ def draw_recipe(rng: random.Random, *, allow_control_flow: bool = True,
         kind = rng.choice(kinds)
         if kind == "binary":
             op = rng.choice(_BINARY)
-            step = (op, pick(), pick()) + ((rng.choice([2.0, 0.5, -1.0]),) if op == "add_alpha" else ())
+            step = (op, pick(), pick())  # the picks draw from rng before alpha does
+            if op == "add_alpha":
+                step += (rng.choice([2.0, 0.5, -1.0]),)
         elif kind == "unary":
             step = (rng.choice(_UNARY), pick())
         elif kind == "linear":
@@ -228,7 +230,8 @@ class RecipeModule(nn.Module):
             elif kind == "cat":
                 src, idx = step[1]
                 first = getattr(self, f"const{idx}") if src == "const" else vals[idx]
-                v = torch.mm(torch.cat([first, vals[step[2]]], dim=1), getattr(self, f"cw{step[3]}"))
+                v = torch.mm(torch.cat([first, vals[step[2]]], dim=1),
+                             getattr(self, f"cw{step[3]}"))
             elif kind == "view_permute":
                 v = vals[step[1]].reshape(4, 2).permute(1, 0).reshape(2, 4)
             elif kind == "mutate":
@@ -238,13 +241,18 @@ class RecipeModule(nn.Module):
             elif kind == "cond":
                 t_ops, f_ops = step[3], step[4]
                 a, b = self._operands(vals, step)
-                v = torch.cond(a.sum() > 0, lambda p, q: _body_apply(t_ops, p, q),
-                               lambda p, q: _body_apply(f_ops, p, q), (a, b))
+                # both branches are traced by this call, in this iteration; a default argument
+                # would change the branch signatures torch.cond traces
+                v = torch.cond(a.sum() > 0,
+                               lambda p, q: _body_apply(t_ops, p, q),  # noqa: B023
+                               lambda p, q: _body_apply(f_ops, p, q),  # noqa: B023
+                               (a, b))
             elif kind == "map":
                 from torch._higher_order_ops.map import map as hop_map
 
                 op1, op2 = step[3], step[4]
-                mapped = hop_map(lambda row, other: _body_apply((op1, op2), row, other),
+                # called by map in this iteration (see cond above)
+                mapped = hop_map(lambda row, other: _body_apply((op1, op2), row, other),  # noqa: B023
                                  *self._operands(vals, step))
                 v = mapped.sum(0)
             else:  # pragma: no cover - recipes are generated above
