@@ -33,11 +33,16 @@ def table(results: dict) -> str:
             same = "" if kind == "reference" or reference is None else (
                 "n/a (other weights)" if kind == "edited" else
                 "yes" if run["pte_sha256"] == reference["pte_sha256"] else "NO")
-            hits = (f"{run['cache_hits']}/{run['cache_hits'] + run['cache_misses']}"
-                    if kind not in ("reference", "serial") else "")
             lowering = run.get("lowering_cache") or []
-            if lowering and kind not in ("reference", "serial"):
-                hits += f" (lowering cache: {', '.join(str(x) for x in lowering)})"
+            total = run["cache_hits"] + run["cache_misses"]
+            if kind in ("reference", "serial"):
+                hits = ""
+            elif total == 0 and lowering == ["hit"]:
+                hits = "no to_backend ran (lowering cache: hit)"
+            else:
+                answers = ", ".join("off" if x is None else str(x) for x in lowering)
+                hits = f"{run['cache_hits']}/{total}" + (
+                    f" (lowering cache: {answers})" if lowering else "")
             ratios = ("", "", "") if kind == "reference" or reference is None else (
                 _ratio(reference["process_seconds"], run["process_seconds"]),
                 _ratio(reference["window_seconds"], run["window_seconds"]),

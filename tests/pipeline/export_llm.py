@@ -77,8 +77,8 @@ CONFIGS = {c.name: c for c in (TINY, STORIES15M, STORIES110M)}
 def model_files(config: LlmConfig, folder: Path, seed: int = 0,
                 nudge: Optional[str] = None) -> Dict[str, Path]:
     """``params.json`` and a checkpoint of a seeded model (every weight and buffer set);
-    ``nudge`` names one weight whose first element is moved by 1e-3 (a one-parameter
-    change of the checkpoint)."""
+    ``nudge`` names one weight whose first element is moved by 0.5 (a one-parameter
+    change of the checkpoint, large enough to change its group's scale under 8da4w)."""
     import torch
     from executorch.examples.models.llama.llama_transformer import construct_transformer
     from executorch.examples.models.llama.model_args import ModelArgs
@@ -100,7 +100,7 @@ def model_files(config: LlmConfig, folder: Path, seed: int = 0,
                 if name.endswith("norm.weight"):
                     tensor.uniform_(0.5, 1.5)
             if nudge is not None:
-                model.state_dict()[nudge].view(-1)[0] += 1e-3
+                model.state_dict()[nudge].view(-1)[0] += 0.5
         torch.save(model.state_dict(), checkpoint)
     return {"params": params, "checkpoint": checkpoint}
 

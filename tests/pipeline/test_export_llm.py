@@ -45,8 +45,9 @@ def test_export_llm_identical_pte_and_warm_cache(config, tmp_path):
     assert (warm.cache_hits, warm.cache_misses) == (0, 0)
 
 
-# a weight outside every quantized linear (RMSNorm's, kept in fp32 by 8da4w)
-NUDGED = "layers.0.attention_norm.weight"
+# a weight of a quantized linear (layer 0's feed-forward down projection): its
+# partition changes, the others do not
+NUDGED = "layers.0.feed_forward.w2.weight"
 
 
 @pytest.mark.slow
