@@ -155,16 +155,23 @@ def test_cache_info_and_clear(capsys, preprocess_env):
     with diskcache.Cache(str(preprocess_env)) as cache:
         cache.set("a", b"x" * 1000)
         cache.set("b", b"y" * 10)
-        cache.set("lowering:c", b"z" * 100, tag="lowering")
+        cache.set("lowering:c", b"z" * 100, tag="lowering")  # a to_edge_transform_and_lower entry
+        cache.set("executorch:d", b"w" * 10, tag="lowering")  # a to_executorch entry
     code, out, _ = _run(capsys, "cache", "info")
     assert code == 0 and f"cache: {preprocess_env}\npreprocess cache: 2 entries" in out
-    assert "lowering cache: 1 entries" in out and "total: 3 entries" in out
+    assert "lowering cache: 2 entries" in out and "total: 4 entries" in out
     code, out, _ = _run(capsys, "cache", "clear", "--only", "lowering")
-    assert code == 0 and "removed 1 entries" in out and "1 lowering" in out
+    assert code == 0 and "removed 2 entries" in out and "2 lowering" in out
     code, out, _ = _run(capsys, "cache", "info")
     assert "preprocess cache: 2 entries" in out and "lowering cache: 0 entries" in out
+    with diskcache.Cache(str(preprocess_env)) as cache:
+        cache.set("executorch:e", b"v" * 10, tag="lowering")
+    code, out, _ = _run(capsys, "cache", "clear", "--only", "preprocess")
+    assert code == 0 and "removed 2 entries" in out and "2 preprocess" in out
+    code, out, _ = _run(capsys, "cache", "info")
+    assert "preprocess cache: 0 entries" in out and "lowering cache: 1 entries" in out
     code, out, _ = _run(capsys, "cache", "clear")
-    assert code == 0 and "removed 2 entries" in out
+    assert code == 0 and "removed 1 entries" in out
     code, out, _ = _run(capsys, "cache", "info")
     assert "total: 0 entries" in out
 

@@ -13,11 +13,11 @@ import os
 import sqlite3
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Dict, Iterable, Optional, Union
+from typing import Dict, Iterable, List, Optional, Union
 
 import diskcache
 
-from .store import PREFIX, TAG
+from .store import TAG
 
 CACHES = ("preprocess", "lowering")
 
@@ -83,9 +83,14 @@ def info(directory: Optional[Union[str, os.PathLike]] = None) -> CacheInfo:
     result.exists = True
     connection = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
     try:
+        # the lowering cache's entries (to_edge_transform_and_lower's and to_executorch's)
+        # carry its tag; the preprocess cache's none
         rows = connection.execute(
-            "SELECT key LIKE ? AS lowering, COUNT(*), COALESCE(SUM(size), 0) FROM Cache "
-            "GROUP BY lowering", (PREFIX + "%",)).fetchall()
+            # a value stored in the database itself (diskcache keeps small ones there) has
+            # size 0: count its own length
+            "SELECT tag IS ? AS lowering, COUNT(*), COALESCE(SUM(CASE WHEN filename IS NULL "
+            "THEN COALESCE(length(value), 0) ELSE size END), 0) FROM Cache GROUP BY lowering",
+            (TAG,)).fetchall()
         for lowering, count, size in rows:
             usage = result.lowering if lowering else result.preprocess
             usage.entries, usage.bytes = int(count), int(size)
@@ -116,7 +121,18 @@ def clear(directory: Optional[Union[str, os.PathLike]] = None,
         elif "lowering" in wanted:
             removed["lowering"] = cache.evict(TAG, retry=True)
         else:
-            for key in list(cache.iterkeys()):
-                if not (isinstance(key, str) and key.startswith(PREFIX)):
-                    removed["preprocess"] += int(cache.delete(key, retry=True))
+            for key in _untagged_keys(folder):
+                removed["preprocess"] += int(cache.delete(key, retry=True))
     return removed
+
+
+def _untagged_keys(folder: Path) -> List[object]:
+    """The preprocess cache's keys (entries without the lowering cache's tag)."""
+    connection = sqlite3.connect(f"file:{folder / 'cache.db'}?mode=ro", uri=True)
+    try:
+        rows = connection.execute("SELECT key, raw FROM Cache WHERE tag IS NOT ?",
+                                  (TAG,)).fetchall()
+    finally:
+        connection.close()
+    disk = diskcache.Disk(str(folder))
+    return [disk.get(key, raw) for key, raw in rows]
