@@ -118,29 +118,18 @@ class ProgramCanonical(Canonical):
 
     # --- programs ----------------------------------------------------------------
     def graph(self, gm: torch.fx.GraphModule) -> None:
+        # keys.Canonical.graph, with each node's path kept for the line records
         outer = self.where
         try:
-            self._graph_nodes(gm, outer)
+            for node in gm.graph.nodes:
+                self.where = f"{outer}/{node.name}" if outer else node.name
+                self.node(gm, node)
         finally:
             self.where = outer
 
-    def _graph_nodes(self, gm: torch.fx.GraphModule, outer: str) -> None:
-        # keys.Canonical.graph, with the node's path kept for the line records
-        from ..preprocess.keys import _SKIPPED_META
-
-        for node in gm.graph.nodes:
-            self.where = f"{outer}/{node.name}" if outer else node.name
-            target = node.target if isinstance(node.target, str) else self.value(node.target)
-            self.write(f"{node.op}|{node.name}|{target}|{self.value(node.args)}|"
-                       f"{self.value(node.kwargs)}")
-            self.write(f"users:{','.join(u.name for u in node.users)}")
-            for key in sorted(node.meta):
-                if key == "nn_module_stack":
-                    self.write(f"meta:{key}={self.module_stack(node.meta[key])}")
-                elif key not in _SKIPPED_META:
-                    self.write(f"meta:{key}={self.meta_value(node.meta[key])}")
-            if node.op == "get_attr":
-                self.attribute(gm, node.target)
+    def node_extra(self, node: torch.fx.Node) -> None:
+        # users' order is part of a lowered program (the reference's apply keeps it)
+        self.write(f"users:{','.join(u.name for u in node.users)}")
 
     def attribute(self, gm: torch.fx.GraphModule, target: str) -> None:
         from executorch.exir.lowered_backend_module import LoweredBackendModule

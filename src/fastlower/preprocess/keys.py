@@ -194,16 +194,25 @@ class Canonical:
     # --- programs ----------------------------------------------------------------
     def graph(self, gm: torch.fx.GraphModule) -> None:
         for node in gm.graph.nodes:
-            target = node.target if isinstance(node.target, str) else self.value(node.target)
-            self.write(f"{node.op}|{node.name}|{target}|{self.value(node.args)}|"
-                       f"{self.value(node.kwargs)}")
-            for key in sorted(node.meta):
-                if key == "nn_module_stack":
-                    self.write(f"meta:{key}={self.module_stack(node.meta[key])}")
-                elif key not in _SKIPPED_META:
-                    self.write(f"meta:{key}={self.meta_value(node.meta[key])}")
-            if node.op == "get_attr":
-                self.attribute(gm, node.target)
+            self.node(gm, node)
+
+    def node(self, gm: torch.fx.GraphModule, node: torch.fx.Node) -> None:
+        """One node: op, name, target, arguments, then :meth:`node_extra`, its ``meta``
+        and, for a ``get_attr``, the attribute."""
+        target = node.target if isinstance(node.target, str) else self.value(node.target)
+        self.write(f"{node.op}|{node.name}|{target}|{self.value(node.args)}|"
+                   f"{self.value(node.kwargs)}")
+        self.node_extra(node)
+        for key in sorted(node.meta):
+            if key == "nn_module_stack":
+                self.write(f"meta:{key}={self.module_stack(node.meta[key])}")
+            elif key not in _SKIPPED_META:
+                self.write(f"meta:{key}={self.meta_value(node.meta[key])}")
+        if node.op == "get_attr":
+            self.attribute(gm, node.target)
+
+    def node_extra(self, node: torch.fx.Node) -> None:
+        """Lines a subclass writes after a node's first line (none in this key)."""
 
     def meta_value(self, v: Any) -> str:
         # fake tensors: shape, dtype, stride, device only; real tensors by content
