@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
+from typing import List, Optional
 
 from tabulate import tabulate
 
@@ -57,10 +58,51 @@ def table(results: dict) -> str:
                     tablefmt="github")
 
 
+def _spans(run: dict) -> Optional[List[float]]:
+    """Where the process's time goes, from the timed calls (None: not recorded)."""
+    calls = run.get("calls") or []
+    etl = [c for c in calls if c[0] == "to_edge_transform_and_lower"]
+    te = [c for c in calls if c[0] == "to_executorch"]
+    if len(etl) != 1 or len(te) != 1:
+        return None
+    (_, etl_start, etl_end), (_, te_start, te_end) = etl[0], te[0]
+    backends = [c for c in calls if c[0] == "to_backend"]
+    edge = (backends[0][1] if backends else etl_end) - etl_start
+    in_backend = sum(end - start for _, start, end in backends)
+    return [run["process_seconds"] - run["target_seconds"], etl_start, edge, in_backend,
+            etl_end - etl_start - edge - in_backend, te_start - etl_end, te_end - te_start,
+            run["target_seconds"] - te_end]
+
+
+def profile(results: dict) -> str:
+    """Per run: start-up (interpreter, imports, ``fastlower run``), ``export_llm`` before
+    the window (load, quantize, ``torch.export``), the edge stage (until the first
+    ``to_backend``), ``to_backend``, the rest of ``to_edge_transform_and_lower``
+    (partitioner rounds' checks, the lowering cache's key, load or store), between the
+    two calls, ``to_executorch``, after it (the ``.pte`` written, exit)."""
+    rows = []
+    for config, runs in results.items():
+        for kind in RUNS:
+            run = runs.get(kind)
+            spans = _spans(run) if run else None
+            if spans is None:
+                continue
+            phases = (run.get("lowering_cache_seconds") or [None])[0] or {}
+            rows.append([config, kind, *(f"{v:.1f}" for v in spans),
+                         ", ".join(f"{k} {v:.1f}" for k, v in phases.items())])
+            config = ""
+    return tabulate(rows, headers=["config", "run", "start-up", "before", "edge stage",
+                                   "to_backend", "rest of etl", "between", "to_executorch",
+                                   "after", "lowering cache (s)"], tablefmt="github")
+
+
 def main() -> None:
     path = Path(sys.argv[1] if len(sys.argv) > 1 else
                 Path(__file__).resolve().parent / "export_llm_results.json")
-    print(table(json.loads(path.read_text())))
+    results = json.loads(path.read_text())
+    print(table(results))
+    print()
+    print(profile(results))
 
 
 if __name__ == "__main__":

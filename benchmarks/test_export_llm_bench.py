@@ -113,6 +113,9 @@ def test_export_llm(benchmark, name, kind, work):
         assert run.lowering_cache == ["hit"] and run.cache_misses == 0, run
     if kind == "warm-preprocess":
         assert run.lowering_cache == [None] and run.cache_misses == 0 < run.cache_hits, run
-    JSON_OUT.write_text(json.dumps(
-        {n: {k: {f: v for f, v in dataclasses.asdict(r).items() if f != "log"}
-             for k, r in rs.items()} for n, rs in _RESULTS.items()}, indent=1))
+    # configs this session did not run keep their rows (each config's runs are from one
+    # session: every ratio is to the reference of the same session)
+    results = json.loads(JSON_OUT.read_text()) if JSON_OUT.exists() else {}
+    results.update({n: {k: {f: v for f, v in dataclasses.asdict(r).items() if f != "log"}
+                        for k, r in rs.items()} for n, rs in _RESULTS.items()})
+    JSON_OUT.write_text(json.dumps(results, indent=1))

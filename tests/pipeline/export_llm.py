@@ -138,6 +138,12 @@ class ExportRun:
     pte_sha256: str
     pte_bytes: int
     log: str
+    # the timed calls in order, [name, start, end] in seconds since the target started,
+    # and each to_edge_transform_and_lower's lowering-cache phases (key, load, lower, store)
+    calls: List[List] = dataclasses.field(default_factory=list)
+    lowering_cache_seconds: List[Optional[Dict[str, float]]] = dataclasses.field(
+        default_factory=list)
+    target_seconds: float = 0.0
 
     @property
     def ok(self) -> bool:
@@ -187,4 +193,7 @@ def run_export(impl: str, config: LlmConfig, work: Path, *, cache_dir: Optional[
         cache_hits=times.get("cache_hits", 0), cache_misses=times.get("cache_misses", 0),
         lowering_cache=list(times.get("lowering_cache", [])),
         pte_sha256=hashlib.sha256(data).hexdigest() if data else "", pte_bytes=len(data),
-        log=(proc.stdout[-4000:] + "\n" + proc.stderr[-8000:]))
+        log=(proc.stdout[-4000:] + "\n" + proc.stderr[-8000:]),
+        calls=times.get("calls", []),
+        lowering_cache_seconds=times.get("lowering_cache_seconds", []),
+        target_seconds=times.get("target_seconds", 0.0))

@@ -46,6 +46,7 @@ def test_second_process_hits_every_partition(model, tmp_path):
     assert second["pte"] == first["pte"]
 
 
+@pytest.mark.slow  # the default run has it on export_llm (test_export_llm) and tests/cache
 def test_second_process_hits_the_lowering_cache(tmp_path):
     """The whole ``to_edge_transform_and_lower`` (issue 18): the first process misses and
     stores, a second one is served the programs (its report read off them: same

@@ -20,7 +20,11 @@ import time
 from typing import Any, Callable, Dict, List
 
 TIMES: Dict[str, Any] = {"to_edge_transform_and_lower": [], "to_executorch": [], "to_backend": [],
-                         "cache_hits": 0, "cache_misses": 0, "lowering_cache": []}
+                         "cache_hits": 0, "cache_misses": 0, "lowering_cache": [],
+                         "calls": [], "lowering_cache_seconds": []}
+# when each timed call started and ended, seconds since the target started: what the
+# process does before, between and after the lowering window
+_STARTED = [time.perf_counter()]
 
 
 def _timed(name: str, fn: Callable) -> Callable:
@@ -30,7 +34,9 @@ def _timed(name: str, fn: Callable) -> Callable:
         try:
             return fn(*args, **kwargs)
         finally:
-            TIMES[name].append(time.perf_counter() - start)
+            end = time.perf_counter()
+            TIMES[name].append(end - start)
+            TIMES["calls"].append([name, start - _STARTED[0], end - _STARTED[0]])
             if name == "to_backend":
                 _record_fastlower_report()
             elif name == "to_edge_transform_and_lower":
@@ -53,6 +59,7 @@ def _record_lowering_cache() -> None:
     fastlower = sys.modules.get("fastlower")
     report = fastlower.last_report() if fastlower is not None else None
     TIMES["lowering_cache"].append(getattr(report, "lowering_cache", None))
+    TIMES["lowering_cache_seconds"].append(getattr(report, "lowering_cache_seconds", None))
 
 
 def install_timers() -> None:
@@ -70,7 +77,7 @@ def install_timers() -> None:
 def main(argv: List[str]) -> None:
     out, rest = argv[0], argv[1:]
     install_timers()
-    start = time.perf_counter()
+    start = _STARTED[0] = time.perf_counter()
     try:
         if rest[0] == "-m":
             sys.argv = [rest[1]] + rest[2:]

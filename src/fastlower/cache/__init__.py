@@ -12,14 +12,15 @@ Modules: ``settings`` (folder, switch), ``canonical`` (objects in canonical form
 a hit), ``store`` (the diskcache folder), ``compare`` (first difference),
 ``report`` (the report of a hit), ``access`` (lookup and store rules), ``lowering``
 (the ``to_edge_transform_and_lower`` entry point), ``executorch`` (the ``to_executorch``
-entry point), ``admin`` (info / clear).
+entry point), ``execution`` (its execution programs, made when first read), ``admin``
+(info / clear).
 """
 
 from .admin import CacheInfo, clear, info
-from .errors import LoweringCacheVerificationError
+from .errors import ExecutionProgramsUnavailable, LoweringCacheVerificationError
 from .executorch import to_executorch
 from .lowering import to_edge_transform_and_lower
 from .settings import disabled
 
 __all__ = ["to_edge_transform_and_lower", "to_executorch", "LoweringCacheVerificationError",
-           "disabled", "info", "clear", "CacheInfo"]
+           "ExecutionProgramsUnavailable", "disabled", "info", "clear", "CacheInfo"]

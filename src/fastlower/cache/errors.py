@@ -36,3 +36,9 @@ class LoweringCacheVerificationError(CacheVerificationError):
 
 def _rebuild(difference: str, key: str, cache_dir: str) -> LoweringCacheVerificationError:
     return LoweringCacheVerificationError(difference, key, cache_dir)
+
+
+class ExecutionProgramsUnavailable(RuntimeError):
+    """``exported_program()`` of a ``to_executorch()`` served from the lowering cache could
+    not be made again: the ``EdgeProgramManager`` changed in place since, or a new run
+    gave another ``.pte`` (the message says which)."""

@@ -19,14 +19,15 @@ simply has another key.
 (``write_tensor_data_to_file``, ``data_files``), the emitter's output
 (``executorch_program``, ``debug_handle_map``, ``delegate_map``,
 ``instruction_id_to_num_outs_map``, ``export_llm``'s
-``_emitter_output.program.execution_plan[0].non_const_buffer_sizes``) and the
-execution programs (``exported_program()``). What a hit does not do, unlike the
+``_emitter_output.program.execution_plan[0].non_const_buffer_sizes``). The
+execution programs (``exported_program()``) are not stored: they are made again
+when first read (:mod:`.execution`). What a hit does not do, unlike the
 reference: it leaves the ``EdgeProgramManager``'s programs as they were (the
 reference rewrites them in place), and it does not run the config's memory
 planning pass object (its ``run_multimethod`` state, its
-``enable_non_cpu_memory_planning`` attribute are not touched). A manager with an
-ETRecord, or a config holding a callable that has no canonical form, is not
-cached.
+``enable_non_cpu_memory_planning`` attribute are not touched) until the execution
+programs are read. A manager with an ETRecord, or a config holding a callable that
+has no canonical form, is not cached.
 """
 
 from __future__ import annotations
@@ -40,8 +41,9 @@ from executorch.exir.capture._config import ExecutorchBackendConfig
 from executorch.exir.program._program import EdgeProgramManager, ExecutorchProgramManager
 
 from ..preprocess.keys import versions
-from . import access, compare
+from . import access
 from .errors import Uncacheable
+from .execution import LazyExecutionPrograms
 from .key import ENTRY_FORMAT, ProgramCanonical, fastlower_source
 from .settings import resolve
 
@@ -116,7 +118,7 @@ def to_executorch(  # noqa (FLAKE8) C901
     try:
         found = access.lookup(store, key)
         if found is not None and not settings.verify:
-            result = _manager(self, config, found[1])
+            result = _manager(self, config, found[1], key)
             log.debug("to_executorch served from the cache (key %.3fs, load %.3fs)", key_seconds,
                       time.perf_counter() - start - key_seconds)
             return result
@@ -139,11 +141,11 @@ def to_executorch(  # noqa (FLAKE8) C901
 
 
 def _payload(result: ExecutorchProgramManager) -> Dict[str, Any]:
+    # the execution programs are made again when read (see .execution)
     return {"pte": bytes(result._pte_data),
             "tensor_data": {name: bytes(cord)
                             for name, cord in (result._tensor_data or {}).items()},
-            "emitter": result._emitter_output,
-            "programs": dict(result._execution_programs)}
+            "emitter": result._emitter_output}
 
 
 def _difference(a: Dict[str, Any], b: Dict[str, Any], a_name: str, b_name: str) -> Optional[str]:
@@ -153,20 +155,20 @@ def _difference(a: Dict[str, Any], b: Dict[str, Any], a_name: str, b_name: str) 
         return "in the .ptd data"
     if ProgramCanonical().value(a["emitter"]) != ProgramCanonical().value(b["emitter"]):
         return "in the emitter's output (the program before serialization, its debug maps)"
-    return compare.first_difference(compare.describe(a["programs"]),
-                                     compare.describe(b["programs"]), a_name, b_name)
+    return None
 
 
 def _manager(edge: EdgeProgramManager, config: Optional[ExecutorchBackendConfig],
-             payload: Dict[str, Any]) -> ExecutorchProgramManager:
+             payload: Dict[str, Any], key: str) -> ExecutorchProgramManager:
     """The ``ExecutorchProgramManager`` the reference's constructor would have made."""
     from executorch.extension.flat_tensor.serialize.serialize import (
         FlatTensorConfig, FlatTensorSerializer,
     )
 
-    config = config or ExecutorchBackendConfig()
     manager = ExecutorchProgramManager.__new__(ExecutorchProgramManager)
-    manager._execution_programs = payload["programs"]
+    manager._execution_programs = LazyExecutionPrograms(  # type: ignore[assignment]
+        edge, config, key, payload["pte"], executorch_key, reference())
+    config = config or ExecutorchBackendConfig()
     manager._config_methods = edge._config_methods
     manager._named_data = edge._named_data_store.get_named_data_store_output()
     manager._emitter_output = payload["emitter"]

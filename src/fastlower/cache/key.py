@@ -52,7 +52,7 @@ from ..preprocess.keys import Canonical, TensorDigests, _directory_digest, _is_f
 from .canonical import ObjectCanonical, _operator_name
 from .errors import Uncacheable
 
-ENTRY_FORMAT = 1
+ENTRY_FORMAT = 2  # 2: to_executorch entries without the execution programs
 _BIG_BYTES = 64
 _SIMPLE = (type(None), bool, int, float, str, torch.fx.Node, torch.Tensor, list, tuple, dict,
            set, frozenset, torch.dtype, torch.device, torch.layout, torch.memory_format,

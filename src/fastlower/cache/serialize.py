@@ -218,7 +218,12 @@ class _Writer(pickle.Pickler):
         return False, number
 
     def persistent_id(self, obj: Any) -> Any:  # noqa: C901 - one dispatch table
-        if isinstance(obj, (str, int, float, bool, bytes, type(None), tuple, list, dict)):
+        # called for every object pickled (~10^5-10^6 per lowering): most are of a type
+        # none of the cases below can match, known after the first of its kind
+        plain = _PLAIN.get(type(obj))
+        if plain is None:
+            plain = _PLAIN[type(obj)] = _is_plain(type(obj))
+        if plain:
             return None
         if isinstance(obj, torch.Tensor):
             return self._tensor(obj)
@@ -318,6 +323,26 @@ class _Writer(pickle.Pickler):
             non_persistent=sorted(gm._non_persistent_buffers_set),
             attributes=attributes + extra, meta=dict(gm.meta), training=gm.training,
             shape_env=getattr(gm, "shape_env", None), class_name=type(gm).__name__)
+
+
+_PLAIN: Dict[type, bool] = {str: True, int: True, float: True, bool: True, bytes: True,
+                            type(None): True, tuple: True, list: True, dict: True}
+
+
+def _special_types() -> Tuple[type, ...]:
+    from executorch.exir.dialects.edge._ops import EdgeOpOverload, EdgeOpOverloadPacket
+
+    return (torch.Tensor, *_SYM_TYPES, torch.UntypedStorage, torch.TypedStorage, GraphModule,
+            ExportedProgram, torch.fx.Node, ShapeEnv, FakeTensorMode, type,
+            EdgeOpOverload, EdgeOpOverloadPacket, torch._ops.OpOverload,
+            torch._ops.OpOverloadPacket, torch._ops.HigherOrderOperator)
+
+
+def _is_plain(cls: type) -> bool:
+    """No instance of ``cls`` is one of the objects :meth:`_Writer.persistent_id` takes over."""
+    if cls.__name__ == "_ViewSpec" and cls.__module__ == _VIEW_SPEC_MODULE:
+        return False
+    return not issubclass(cls, _special_types())
 
 
 class _SubclassBox:
@@ -495,7 +520,18 @@ def _rebuild_graph_module(record: GraphRecord, symbolic: SymbolicReader) -> Grap
     return gm
 
 
+_LEAVES = frozenset({int, float, bool, str, type(None), torch.dtype, torch.device,
+                     torch.layout, torch.memory_format})
+
+
 def _map_refs(value: Any, fn) -> Any:
+    kind = type(value)
+    if kind in _LEAVES:  # most arguments (a fast path: this runs for every node)
+        return value
+    if kind is list:
+        return [_map_refs(v, fn) for v in value]
+    if kind is tuple:
+        return tuple([_map_refs(v, fn) for v in value])
     if isinstance(value, NodeRef):
         return fn(value)
     if isinstance(value, tuple):
