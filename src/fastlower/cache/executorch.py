@@ -125,7 +125,7 @@ def to_executorch(  # noqa (FLAKE8) C901
         result = reference()(self, config)
         payload = _payload(result)
         if found is not None:
-            difference = _difference(payload, found[1], "fresh", "cached")
+            difference = _difference(payload, found[1])
             if difference is not None:
                 from .errors import LoweringCacheVerificationError
 
@@ -133,8 +133,7 @@ def to_executorch(  # noqa (FLAKE8) C901
             return result
         if not store.read_only:
             access.store_checked(store, key, {"created": time.time()}, payload,
-                                 lambda back: _difference(payload, back, "emitted",
-                                                          "stored copy"))
+                                 lambda back: _difference(payload, back))
         return result
     finally:
         store.close()
@@ -148,7 +147,7 @@ def _payload(result: ExecutorchProgramManager) -> Dict[str, Any]:
             "emitter": result._emitter_output}
 
 
-def _difference(a: Dict[str, Any], b: Dict[str, Any], a_name: str, b_name: str) -> Optional[str]:
+def _difference(a: Dict[str, Any], b: Dict[str, Any]) -> Optional[str]:
     if a["pte"] != b["pte"]:
         return f"in the .pte bytes ({len(a['pte'])} vs {len(b['pte'])} bytes)"
     if a["tensor_data"] != b["tensor_data"]:
