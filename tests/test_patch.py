@@ -35,7 +35,8 @@ REFERENCE = patch.reference_of("to_backend")
 TIMEOUT = 60  # seconds per wait: a broken ordering fails, never hangs
 
 # the module that calls the partitioner, for each implementation
-_CALLERS = {"fastlower.lowering": "fastlower", "executorch.exir.backend.backend_api": "reference",
+_CALLERS = {"fastlower.lowering.steps": "fastlower",
+            "executorch.exir.backend.backend_api": "reference",
             "fastlower.report.preview": "preview"}
 _SERIAL = threading.Lock()  # one lowering at a time
 

@@ -11,7 +11,7 @@ from executorch.exir.lowered_backend_module import get_lowered_submodules
 from torch.fx._lazy_graph_module import _LazyGraphModule
 
 import fastlower
-import fastlower.lowering
+import fastlower.lowering.steps
 from fastlower import programs
 from tests.differential import harness as H
 from tests.models import MODEL_CASES
@@ -33,13 +33,13 @@ def _lowered_modules(gm: torch.fx.GraphModule):
 def fake_programs(monkeypatch):
     """Every program fastlower hands a partitioner, kept for inspection."""
     made = []
-    original = fastlower.lowering.make_fake_program
+    original = fastlower.lowering.steps.make_fake_program
 
     def recording(program):
         made.append(original(program))
         return made[-1]
 
-    monkeypatch.setattr(fastlower.lowering, "make_fake_program", recording)
+    monkeypatch.setattr(fastlower.lowering.steps, "make_fake_program", recording)
     return made
 
 

@@ -9,7 +9,7 @@ cache verification and the progress bar; environment variables
 in Python. Modules: ``settings`` (the options), ``jobs`` (one partition's call),
 ``executors`` (serial, fork pool, any Executor), ``transport`` (programs for
 an Executor), ``keys`` (the cache key), ``cache`` (the store), ``failures``
-(typed errors), ``progress`` (the bar), ``run`` (what ``lowering.py`` calls).
+(typed errors), ``progress`` (the bar), ``run`` (what ``lowering/`` calls).
 """
 
 from .cache import CacheWarning

@@ -1,6 +1,6 @@
 """Preprocess a lowering's partitions: cache look-up, then serial, fork pool or executor.
 
-``lowering.py`` calls :func:`preprocess_partitions` with every partition of a
+``lowering/`` calls :func:`preprocess_partitions` with every partition of a
 lowering that goes through a backend's ``preprocess`` (all of them on the
 single-program path; on the multi-method path those of backends that keep
 ``BackendDetails.preprocess_multimethod``, whose default calls ``preprocess``
