@@ -105,6 +105,7 @@ def test_hand_built_graph_without_program():
     nodes[4].meta["debug_handle"] = "not an int"
     nodes[5].meta["delegation_tag"] = "b"
     nodes[6].meta["delegation_tag"] = "a"
+    nodes[3].args = tuple(nodes[3].args)  # re-assigned args: add moves last in x's users
     enc = encode_graph(gm, {"a": 0, "b": 1}, None, Interner())
     a = enc.arrays
     assert a.names == ["x", "y", "k", "add", "lin", "mul", "view", "add_1", "output"]
@@ -113,7 +114,7 @@ def test_hand_built_graph_without_program():
     assert a.prioritized == [0, 0, 0, 1, 0, 0, 0, 0, 0]
     # a node read twice is one input; kwargs' nodes come after args'
     assert a.inputs == [[], [], [], [0, 1], [3], [4], [5], [0, 2], [6, 7]]
-    assert a.users == [[3, 7], [3], [7], [4], [5], [6], [8], [8], []]
+    assert a.users == [[7, 3], [3], [7], [4], [5], [6], [8], [8], []]  # users' dict order
     assert a.tags == [-1, -1, -1, -1, -1, 1, 0, -1, -1]
     # without a program every placeholder is a user input and every output a user output
     assert a.roles == [ROLE_USER_INPUT, ROLE_USER_INPUT] + [ROLE_OTHER] * 7
