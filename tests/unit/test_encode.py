@@ -55,15 +55,16 @@ def test_exported_program_arrays():
     enc = encode_graph(ep.graph_module, {"t0": 0, "t1": 1}, ep, Interner())
     a = enc.arrays
     assert a.names == names
-    P, F, O = OP_PLACEHOLDER, OP_CALL_FUNCTION, OP_OUTPUT
-    assert a.op == [P, P, P, P, F, F, F, F, O]
+    ph, fn = OP_PLACEHOLDER, OP_CALL_FUNCTION
+    assert a.op == [ph, ph, ph, ph, fn, fn, fn, fn, OP_OUTPUT]
     assert a.prioritized == [0] * 9
     # node.all_input_nodes order, and node.users in dict order
     assert a.inputs == [[], [], [], [], [1, 3], [3, 0], [5, 2], [5], [4, 6, 7]]
     assert a.users == [[5], [4], [6], [4, 5], [8], [6, 7], [8], [8], []]
     assert a.tags == [-1, -1, -1, -1, -1, 1, 1, UNKNOWN_TAG, -1]
     assert enc.unknown_tags == {7: "stray"}
-    assert a.roles == [ROLE_PARAMETER, ROLE_BUFFER, ROLE_CONSTANT, ROLE_USER_INPUT] + [ROLE_OTHER] * 5
+    assert a.roles == ([ROLE_PARAMETER, ROLE_BUFFER, ROLE_CONSTANT, ROLE_USER_INPUT]
+                       + [ROLE_OTHER] * 5)
     # input-spec targets, interned in signature order (the output's "b" reuses id 1)
     assert enc.targets.values == ["w", "b", "c"]
     assert a.targets == [0, 1, 2, -1, -1, -1, -1, -1, -1]
