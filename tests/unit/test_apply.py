@@ -176,3 +176,56 @@ def test_owned_buffer_update_becomes_a_partition_output():
         ("output", "output", "output", (("mul",),)),
     ]
     assert len(list(graph.nodes)[3].users) == 0
+
+
+def test_same_graphs_as_the_reference_on_an_edge_program():
+    """The reference's ``to_backend`` on the same tagged Edge program: same final graph
+    (ops, names, targets, args, users order, debug handles) and partition graphs."""
+    import copy
+
+    from executorch.exir import to_edge
+    from executorch.exir.backend.backend_api import to_backend
+    from executorch.exir.backend.partitioner import (
+        DelegationSpec, Partitioner, PartitionResult,
+    )
+    from executorch.exir.backend.test.demo_backend import DemoBackend
+
+    tags = {"aten_add_tensor": "t0", "aten_mul_tensor": "t0", "aten_add_tensor_1": "t1"}
+
+    def tag(ep):
+        for n in ep.graph.nodes:
+            if n.name in tags:
+                n.meta["delegation_tag"] = tags[n.name]
+
+    class Tagger(Partitioner):
+        def partition(self, ep):
+            tag(ep)
+            spec = DelegationSpec(DemoBackend.__name__, [])
+            return PartitionResult(tagged_exported_program=ep,
+                                   partition_tags={"t0": spec, "t1": spec})
+
+    ep = to_edge(export(AddChain(), (torch.ones(2), torch.ones(2)))).exported_program()
+    reference = to_backend(copy.deepcopy(ep), Tagger())
+    tag(ep)
+    enc = encode_graph(ep.graph_module, {"t0": 0, "t1": 1}, ep, Interner())
+    plan = fl_plan.plan_program(enc, ["t0", "t1"], single=True)
+    builder = GraphBuilder(plan, ["t0", "t1"])
+    sig = SignatureIndex(ep.graph_signature)
+    parts = [builder.build_partition(pid, ep, sig, ep.state_dict, ep.constants, True)
+             for pid in range(2)]
+    for part in parts:
+        builder.set_delegate_meta(part.pid)
+    graph = builder.build_graph({p.get_attr: f"lowered_module_{p.lowered_index}"
+                                 for p in plan.partitions})
+
+    def shape(g):
+        return [(n.op, n.name, str(n.target), [str(a) for a in n.args],
+                 [u.name for u in n.users], n.meta.get("debug_handle")) for n in g.nodes]
+
+    assert shape(graph) == shape(reference.graph)
+    assert [n.meta.get("debug_handle") for n in graph.nodes][4] == 5  # not a trivial match
+    for part in parts:
+        lowered = getattr(reference.graph_module, f"lowered_module_{part.pid}")
+        assert shape(part.program.graph) == shape(lowered.original_module.graph)
+        assert (part.program.graph_signature.input_specs
+                == lowered.original_module.graph_signature.input_specs)
