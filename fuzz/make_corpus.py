@@ -1,6 +1,6 @@
 """Regenerate the core fuzzer's seed corpus (``fuzz/corpus/``) from real encoded graphs.
 
-Lowers the bundled 1-layer Llama with XNNPACK and the ``tests/models.py`` cases
+Lowers the bundled 1-layer Llama with XNNPACK and the ``tests/models/registry.py`` cases
 with fastlower, records every graph the planner is handed (top level and
 ``cond``/``map`` bodies, with their delegation tags), and writes for each one
 seed per core entry point in ``corpus_format``'s byte format: the planner's own
@@ -40,7 +40,7 @@ def record_graphs() -> List[Tuple[str, object, List[str], bool]]:
     from fastlower.lowering import single as lowering  # where to_backend plans
     from executorch.backends.xnnpack.partition.xnnpack_partitioner import XnnpackPartitioner
     from fastlower.examples.llama import edge_llama
-    from tests import models
+    from tests.models import registry as models
 
     recorded = []
     label = ["?"]

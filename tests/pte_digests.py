@@ -29,7 +29,7 @@ def digests(case_name: str) -> dict:
     from executorch.exir.backend.backend_api import to_backend as reference_to_backend
 
     import fastlower
-    from tests import models
+    from tests.models import registry as models
     from tests.differential import harness
 
     out = {}
@@ -62,7 +62,7 @@ def errors(case_name: str) -> dict:
     from executorch.exir.backend.backend_api import to_backend as reference_to_backend
 
     import fastlower
-    from tests import models
+    from tests.models import registry as models
     from tests.differential import harness
 
     build = models.SEED_DEPENDENT_ERROR_CASES[case_name]

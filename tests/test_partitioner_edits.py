@@ -16,9 +16,8 @@ from executorch.exir.error import InternalError
 import fastlower
 import fastlower.state
 from fastlower.edits import find_edits
-from tests.models import (
-    _bad, _edit_add_alpha, _spec, _tag_first_add, build_edited_cat_dim,
-)
+from tests.models.partitioners import _spec
+from tests.models.tagging import _bad, _edit_add_alpha, _tag_first_add, build_edited_cat_dim
 
 
 def _lower(build, strict=False):

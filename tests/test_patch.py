@@ -28,7 +28,7 @@ import fastlower
 import fastlower.patch as patch
 import fastlower.preprocess as pp
 from fastlower.report import preview_export
-from tests.models import TargetsPartitioner
+from tests.models.partitioners import TargetsPartitioner
 from tests.report.toy import ADD_MUL, AddMulSin, FastlowerToyBackend
 
 REFERENCE = patch.reference_of("to_backend")

@@ -14,7 +14,7 @@ import fastlower
 import fastlower.lowering.steps
 from fastlower import programs
 from tests.differential import harness as H
-from tests.models import MODEL_CASES
+from tests.models.registry import MODEL_CASES
 
 # direct-path cases covering plain, control-flow, nested, shared-constant and
 # buffer-mutation lowerings

@@ -16,7 +16,8 @@ from executorch.exir.backend.partitioner import Partitioner, PartitionResult
 
 import fastlower
 from tests.differential import harness as H
-from tests.models import WholeGraphPartitioner, _single
+from tests.models.base import _single
+from tests.models.partitioners import WholeGraphPartitioner
 
 
 class Weighted(torch.nn.Module):

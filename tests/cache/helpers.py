@@ -16,7 +16,7 @@ from torch.fx.passes.infra.pass_base import PassResult
 import fastlower
 import fastlower.cache
 import fastlower.preprocess
-from tests.models import TwoLinearAddMul, _two_linear_inputs
+from tests.models.chains import TwoLinearAddMul, _two_linear_inputs
 
 
 def small_aten(change: Optional[str] = None) -> torch.export.ExportedProgram:

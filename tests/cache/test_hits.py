@@ -1,7 +1,7 @@
 """A hit equals the lowering it stands for (issue 18, item 3).
 
 For every model and chain of the differential suite that has ATen programs
-(``tests/models.py``, the ``etl`` path), one lowering fills the cache and a
+(``tests/models/registry.py``, the ``etl`` path), one lowering fills the cache and a
 second, of a fresh export, hits; the hit is compared with the reference's own
 ``to_edge_transform_and_lower`` by the differential harness (programs, delegates,
 signatures, state, meta ...), by ``get_delegation_info``, and by the ``.pte``
@@ -21,7 +21,7 @@ from executorch.devtools.backend_debug import get_delegation_info
 import fastlower.cache
 from fastlower.cache import LoweringCacheVerificationError
 from tests.differential import harness as H
-from tests.models import MODEL_CASES
+from tests.models.registry import MODEL_CASES
 
 from .helpers import base_args, cache_at, lower, small_aten
 

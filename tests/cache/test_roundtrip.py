@@ -15,7 +15,7 @@ import pytest
 
 from fastlower.cache import entry
 from tests.differential import harness as H
-from tests.models import MODEL_CASES
+from tests.models.registry import MODEL_CASES
 
 
 def _params():

@@ -139,7 +139,7 @@ class Lowered:
     # The INPUT programs after lowering (the reference mutates them, e.g. the
     # shared ``constants`` dict); None for the etl path (internal programs).
     inputs_after: Optional[Dict[str, ExportedProgram]]
-    built: Any  # tests.models.Built
+    built: Any  # tests.models.base.Built
     inputs_before: Optional[Dict[str, Any]] = None  # input_state() before lowering
 
     @property

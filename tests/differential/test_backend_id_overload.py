@@ -9,7 +9,7 @@ from executorch.exir.backend.compile_spec_schema import CompileSpec
 from torch.export import export
 
 from tests.differential import harness as H
-from tests.models import build_conv_relu_tan
+from tests.models.basic import build_conv_relu_tan
 
 
 class SinAdd(torch.nn.Module):

@@ -1,5 +1,5 @@
 """Chained lowering (issue #13): a program that already holds delegates is lowered
-again. ``test_lowering.py`` compares the chain cases of ``tests.models`` (``chain_*``)
+again. ``test_lowering.py`` compares the chain cases of ``tests.models.registry`` (``chain_*``)
 with the reference on every path; these tests check what a multi-backend user
 reads from the result."""
 
@@ -10,7 +10,7 @@ from executorch.devtools.backend_debug import get_delegation_info
 from executorch.exir.lowered_backend_module import get_lowered_submodules
 
 from tests.differential import harness as H
-from tests.models import MODEL_CASES
+from tests.models.registry import MODEL_CASES
 
 
 def _delegation(lowered: H.Lowered):

@@ -9,7 +9,7 @@ import re
 import pytest
 
 from tests.differential import harness as H
-from tests.models import ERROR_CASES
+from tests.models.registry import ERROR_CASES
 
 
 def _params():

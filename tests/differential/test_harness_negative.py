@@ -17,7 +17,7 @@ from executorch.exir.backend.compile_spec_schema import CompileSpec
 from executorch.exir.lowered_backend_module import get_lowered_submodules
 
 from tests.differential import harness as H
-from tests.models import ERROR_CASES, MODEL_CASES
+from tests.models.registry import ERROR_CASES, MODEL_CASES
 
 
 def _lower(name, path="manager"):

@@ -6,7 +6,7 @@ import warnings
 import pytest
 
 from tests.differential import harness as H
-from tests.models import MODEL_CASES
+from tests.models.registry import MODEL_CASES
 
 
 def _params():
@@ -47,7 +47,7 @@ def test_list_argument_constant_is_duplicated(impl_under_test):
     """pytorch/executorch#22798: the reference cannot lower this (its duplication
     pass skips list arguments); fastlower deliberately differs and lowers it, each
     partition owning its own copy of the constant, with correct numerics."""
-    from tests.models import build_list_arg_const
+    from tests.models.constants import build_list_arg_const
 
     if impl_under_test is H.REFERENCE:
         pytest.skip("the reference raises on this case (pinned in test_errors)")

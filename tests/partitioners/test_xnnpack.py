@@ -18,7 +18,8 @@ import fastlower.partitioners as fp
 from fastlower.examples.llama import edge_llama
 from fastlower.partitioners import native
 from tests.differential import harness as H
-from tests.models import MODEL_CASES, build_llama_case
+from tests.models.basic import build_llama_case
+from tests.models.registry import MODEL_CASES
 
 
 @pytest.fixture(autouse=True)
@@ -81,7 +82,7 @@ def _cases():
 
 @pytest.mark.parametrize("name", _cases())
 def test_model_tags(name):
-    """Every model of tests/models.py: same tags from each of its partitioners."""
+    """Every model of tests/models/registry.py: same tags from each of its partitioners."""
     built = MODEL_CASES[name].build()
     partitioners: Dict[str, Partitioner] = H._method_partitioners(built)
     for method, program in built.epm._edge_programs.items():

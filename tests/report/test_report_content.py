@@ -16,7 +16,7 @@ from fastlower.report import build_report, explorer, html, preview
 from fastlower.report import json as report_json
 from fastlower.report import text
 from fastlower.spec import MethodProgramsPartitionerSpec
-from tests.models import TargetsPartitioner
+from tests.models.partitioners import TargetsPartitioner
 from tests.report.toy import (
     ADD_MUL, FastlowerToyBackend, add_mul_partitioner, add_mul_sin_program, cond_program,
 )

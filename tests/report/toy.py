@@ -10,7 +10,8 @@ from executorch.exir.backend.backend_details import BackendDetails, PreprocessRe
 from executorch.exir.backend.compile_spec_schema import CompileSpec
 from executorch.exir.dialects._ops import ops as exir_ops
 
-from tests.models import CondModel, TargetsPartitioner
+from tests.models.control_flow import CondModel
+from tests.models.partitioners import TargetsPartitioner
 
 
 @final

@@ -1,0 +1,1 @@
+"""Unit tests of the core steps (encode, plan, apply), one file per module."""
