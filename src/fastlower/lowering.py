@@ -28,7 +28,9 @@ from .plan import (
 )
 from .preprocess.jobs import PreprocessJob, overrides_preprocess_multimethod
 from .preprocess.run import preprocess_partitions
-from .report import LoweringReport
+from .records import MethodRecord, PartitionOutcome, graph_of_encoded
+from .report.collect import finish_report
+from .report.document import LoweringReport
 
 log = logging.getLogger(__name__)
 
@@ -411,6 +413,17 @@ def _final_signature(lowering: MethodLowering, top: GraphBuilder):
         state_dict, constants
 
 
+def _method_record(lowering: MethodLowering, report: LoweringReport) -> MethodRecord:
+    """What the report reads of a lowered method (``fastlower.records``), nothing else."""
+    paths: Dict[int, str] = {}  # id(encoded graph) -> its path in the method
+    graph = graph_of_encoded(lowering.builders[0].enc, paths=paths)
+    return MethodRecord(lowering.name, graph, lowering.result.partition_tags, [
+        PartitionOutcome(paths.get(id(p.builder.enc), ""), p.tag, p.program,
+                         None if p.lowered is None else len(p.lowered.processed_bytes),
+                         *report.partition_timing(p))
+        for p in lowering.partitions])
+
+
 def lower_program(program: ExportedProgram, partitioner: Partitioner) -> ExportedProgram:
     """``to_backend(program, partitioner)``: the reference's single-program path."""
     report = LoweringReport.start()
@@ -421,7 +434,7 @@ def lower_program(program: ExportedProgram, partitioner: Partitioner) -> Exporte
     _lower_single(lowering, report)
     report.mark("preprocess")
     result = _finish(lowering, single=True)
-    report.finish(result, [lowering])
+    finish_report(report, result, [lowering], _method_record)
     return result
 
 
@@ -445,5 +458,5 @@ def lower_methods(programs: Mapping[str, ExportedProgram],
     report.mark("preprocess")
     done = {lowering.name: _finish(lowering, single=False) for lowering in lowerings}
     result = {name: done.get(name, programs[name]) for name in programs}
-    report.finish(result, lowerings)
+    finish_report(report, result, lowerings, _method_record)
     return result

@@ -22,10 +22,8 @@ import torch
 from torch.export import ExportedProgram
 
 from ..encode import _CONTROL_FLOW_ARGS
-from ..report.collect import _Collector, _owned_constant_bytes, op_name, shape_of
-from ..report.model import (
-    LoweringReport, NodeRecord, OperatorRecord, PartitionRecord, UndelegatedNode,
-)
+from ..report.collect import LoweringReport, _Collector, _owned_constant_bytes, op_name, shape_of
+from ..report.model import NodeRecord, OperatorRecord, PartitionRecord, UndelegatedNode
 
 
 def _tag(lowered) -> str:
