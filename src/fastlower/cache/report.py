@@ -22,7 +22,8 @@ import torch
 from torch.export import ExportedProgram
 
 from ..encode import _CONTROL_FLOW_ARGS
-from ..report.collect import LoweringReport, _Collector, _owned_constant_bytes, op_name, shape_of
+from ..report.collect import _Collector, _owned_constant_bytes, op_name, shape_of
+from ..report.document import LoweringReport
 from ..report.model import NodeRecord, OperatorRecord, PartitionRecord, UndelegatedNode
 
 

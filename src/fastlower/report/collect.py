@@ -21,9 +21,6 @@ from . import registry
 from .document import LoweringReport
 from .model import NodeRecord, OperatorRecord, PartitionRecord, ReportData, UndelegatedNode
 
-#: what a walk of a tagged graph yields (the name the report used before ``records``)
-GraphView = GraphRecord
-
 
 def view_of_module(gm: torch.fx.GraphModule, path: str = TOP) -> GraphRecord:
     """Walk an FX graph module and its control-flow bodies."""
