@@ -11,7 +11,7 @@ from __future__ import annotations
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Dict, Iterable, Iterator, List, Optional, Tuple
+from typing import Dict, Iterable, Iterator, List, Optional, Tuple, Type, TypeVar
 
 from ..records import TOP, partition_key
 
@@ -96,6 +96,9 @@ class Coverage:
         return self.delegated_ops / self.total_ops if self.total_ops else 0.0
 
 
+_R = TypeVar("_R", bound="ReportData")
+
+
 @dataclass
 class ReportData:
     """What one lowering delegated, what it left out, and where the time went: the data
@@ -146,7 +149,7 @@ class ReportData:
     _cache_hits: Dict[int, bool] = field(default_factory=dict, repr=False)
 
     @classmethod
-    def start(cls) -> "ReportData":
+    def start(cls: Type[_R]) -> _R:
         return cls(started=time.perf_counter())
 
     def mark(self, phase: str) -> None:
