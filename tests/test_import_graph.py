@@ -204,11 +204,8 @@ KNOWN_CYCLES = {
     # lazily; the core's entry points move to _schema/_core with issue 22's core work
     frozenset({"fastlower.encode", "fastlower.plan"}):
         "structure_difference belongs beside the core call, not in encode",
-    # preprocess.folder.warn_read_only imports preprocess.cache.CacheWarning lazily
-    frozenset({"fastlower.preprocess.cache", "fastlower.preprocess.folder"}):
-        "CacheWarning belongs in folder (or a neutral module), not in cache",
 }
-MAX_KNOWN = 2  # the list only shrinks
+MAX_KNOWN = 1  # the list only shrinks
 
 
 def test_import_graph_has_no_cycle():
