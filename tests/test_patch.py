@@ -37,7 +37,7 @@ TIMEOUT = 60  # seconds per wait: a broken ordering fails, never hangs
 # the module that calls the partitioner, for each implementation
 _CALLERS = {"fastlower.lowering.steps": "fastlower",
             "executorch.exir.backend.backend_api": "reference",
-            "fastlower.report.preview": "preview"}
+            "fastlower.preview": "preview"}
 _SERIAL = threading.Lock()  # one lowering at a time
 
 

@@ -13,7 +13,8 @@ from torch.export import ExportedProgram
 
 from .backends import lower_one
 from .lowering import lower_methods, lower_program
-from .report import LoweringReport, last_report
+from .report.document import LoweringReport
+from .report.registry import last_report
 from .spec import MethodProgramsPartitionerSpec
 
 

@@ -47,7 +47,7 @@ from .execution import LazyExecutionPrograms
 from .key import ENTRY_FORMAT, ProgramCanonical, fastlower_source
 from .settings import resolve
 
-from .. import patch
+from .. import dispatch as patch  # the entry points; fastlower.patch names this package
 
 log = logging.getLogger("fastlower.cache")
 

@@ -49,7 +49,7 @@ from .report import report_from_programs
 from .settings import LoweringCacheSettings, resolve
 from .store import LoweringStore
 
-from .. import patch
+from .. import dispatch as patch  # the entry points; fastlower.patch names this package
 
 log = logging.getLogger("fastlower.cache")
 

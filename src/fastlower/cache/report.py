@@ -23,9 +23,8 @@ from torch.export import ExportedProgram
 
 from ..encode import _CONTROL_FLOW_ARGS
 from ..report.collect import _Collector, _owned_constant_bytes, op_name, shape_of
-from ..report.model import (
-    LoweringReport, NodeRecord, OperatorRecord, PartitionRecord, UndelegatedNode,
-)
+from ..report.document import LoweringReport
+from ..report.model import NodeRecord, OperatorRecord, PartitionRecord, UndelegatedNode
 
 
 def _tag(lowered) -> str:

@@ -21,8 +21,11 @@ from ..encode import EncodedGraph
 from ..plan import GraphPlan, iter_partitions, plan_program
 from ..preprocess.jobs import PreprocessJob, overrides_preprocess_multimethod
 from ..preprocess.run import preprocess_partitions
-from ..report import LoweringReport
-from .steps import LoweringPath, MethodLowering, add_fused_module, add_lowered_module
+from ..report.collect import finish_report
+from ..report.document import LoweringReport
+from .steps import (
+    LoweringPath, MethodLowering, add_fused_module, add_lowered_module, method_record,
+)
 
 # backend id -> method name -> that method's partitions of the backend, in graph order
 ByBackend = Dict[str, Dict[str, List[Partition]]]
@@ -181,7 +184,7 @@ class MultiMethodLowering(LoweringPath):
         self.report.mark("preprocess")
         done = {lowering.name: self.finish(lowering) for lowering in lowerings}
         result = {name: done.get(name, programs[name]) for name in programs}
-        self.report.finish(result, lowerings)
+        finish_report(self.report, result, lowerings, method_record)
         return result
 
 

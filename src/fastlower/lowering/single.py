@@ -22,8 +22,11 @@ from ..encode import EncodedGraph
 from ..plan import GraphPlan, plan_program
 from ..preprocess.jobs import PreprocessJob
 from ..preprocess.run import preprocess_partitions
-from ..report import LoweringReport
-from .steps import LoweringPath, MethodLowering, add_fused_module, add_lowered_module
+from ..report.collect import finish_report
+from ..report.document import LoweringReport
+from .steps import (
+    LoweringPath, MethodLowering, add_fused_module, add_lowered_module, method_record,
+)
 
 
 class SingleProgramLowering(LoweringPath):
@@ -81,7 +84,7 @@ class SingleProgramLowering(LoweringPath):
         self.preprocess(lowering)
         self.report.mark("preprocess")
         result = self.finish(lowering)
-        self.report.finish(result, [lowering])
+        finish_report(self.report, result, [lowering], method_record)
         return result
 
 

@@ -28,7 +28,8 @@ from ..encode import EncodedGraph, Interner, encode_graph, structure_difference,
 from ..partitioners import accelerated as native_partitioners
 from ..plan import GraphPlan
 from ..programs import lazy_module_copy, unvalidated_program
-from ..report import LoweringReport
+from ..records import MethodRecord, PartitionOutcome, graph_of_encoded
+from ..report.document import LoweringReport
 from .order import ErrorOrder
 from .signature import final_signature, input_specs_after_duplication
 
@@ -240,6 +241,17 @@ class LoweringPath:
             module_call_graph=copy.deepcopy(tagged.module_call_graph), example_inputs=None,
             constants=constants, verifiers=[tagged.verifier],
         )
+
+
+def method_record(lowering: MethodLowering, report: LoweringReport) -> MethodRecord:
+    """What the report reads of a lowered method (``fastlower.records``), nothing else."""
+    paths: Dict[int, str] = {}  # id(encoded graph) -> its path in the method
+    graph = graph_of_encoded(lowering.builders[0].enc, paths=paths)
+    return MethodRecord(lowering.name, graph, lowering.result.partition_tags, [
+        PartitionOutcome(paths.get(id(p.builder.enc), ""), p.tag, p.program,
+                         None if p.lowered is None else len(p.lowered.processed_bytes),
+                         *report.partition_timing(p))
+        for p in lowering.partitions])
 
 
 def add_lowered_module(builder: GraphBuilder, part: Partition) -> None:

@@ -24,16 +24,12 @@ from typing import List, Optional
 import xxhash
 from executorch.exir.backend.backend_details import PreprocessResult
 
-from .folder import open_folder
+from .folder import CacheWarning, open_folder  # noqa: F401 (CacheWarning: defined there)
 from .keys import versions
 
 log = logging.getLogger(__name__)
 
 MAGIC = b"FLPPCACHE"
-
-
-class CacheWarning(UserWarning):
-    """Damaged preprocess cache entries were found (and treated as misses)."""
 
 
 class DamagedEntry(Exception):

@@ -25,6 +25,11 @@ _WARNED_READ_ONLY: set = set()
 _WARNED_LOCK = threading.Lock()
 
 
+class CacheWarning(UserWarning):
+    """Damaged preprocess cache entries were found (and treated as misses)."""
+    # defined here, in the lowest module that warns it; ``preprocess.cache`` re-exports it
+
+
 class ReadOnlyCache:
     """Lookups in a diskcache folder that cannot be written (its ``Cache`` table, read-only)."""
 
@@ -83,8 +88,6 @@ def open_folder(directory: Path, size_limit: int
 
 def warn_read_only(directory: Path, stacklevel: int) -> None:
     """The read-only warning, the first time this process meets ``directory``."""
-    from .cache import CacheWarning
-
     with _WARNED_LOCK:
         first = Path(directory) not in _WARNED_READ_ONLY
         _WARNED_READ_ONLY.add(Path(directory))

@@ -9,19 +9,27 @@ Finding a report (see ``registry``):
   ``(result, report)`` out;
 * ``fastlower.report.collecting()``: a block that gathers every report finished
   inside it, in order (the "a lowering finished" hook);
-* ``build_report(partition_result)`` / ``preview(program, partitioner)``: the same
-  report from the partitioner's tagging alone, no backend run (``preview``).
+* ``build_report(partition_result)`` (``collect``) / ``preview(program, partitioner)``:
+  the same report from the partitioner's tagging alone, no backend run. ``preview``
+  and ``preview_export`` run a partitioner (and ExecuTorch), so they live one layer
+  up, in ``fastlower.preview``; they are reachable here too.
 
-Reading one: ``LoweringReport`` (``model``) fields and ``coverage``;
+Layers, one way: ``fastlower.records`` (what a lowering hands over) <- ``model``
+(plain data) <- ``json``, ``text`` <- ``document`` (``LoweringReport``: the data and
+its renderings) <- ``registry``, ``html``, ``explorer``, ``collect`` (fills and
+publishes a report) <- the lowering <- ``fastlower.preview``.
+
+Reading one: ``LoweringReport`` (``document``; its data is ``model``) fields and ``coverage``;
 ``text.summary`` (tables for logs), ``json.write`` (versioned schema,
 ``schema.json``), ``html.write`` (self-contained page), ``explorer.write``
 (Model Explorer node-data overlay).
 """
 
-from .model import (
-    Coverage, LoweringReport, NodeRecord, OperatorRecord, PartitionRecord, UndelegatedNode,
-)
-from .preview import build_report, preview, preview_export
+from typing import Any
+
+from .collect import build_report
+from .document import LoweringReport
+from .model import Coverage, NodeRecord, OperatorRecord, PartitionRecord, UndelegatedNode
 from .registry import collecting, last_report, report_for
 
 __all__ = [
@@ -29,3 +37,13 @@ __all__ = [
     "UndelegatedNode", "last_report", "report_for", "collecting", "build_report", "preview",
     "preview_export",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    # ``preview``/``preview_export`` live in ``fastlower.preview`` (above the lowering,
+    # which this package is below); imported on first use so this package stays below it
+    if name in ("preview", "preview_export"):
+        from .. import preview as previews
+
+        return getattr(previews, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

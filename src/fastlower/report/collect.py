@@ -3,54 +3,35 @@ partitioner's result alone (the preview, no backend runs).
 
 Both walk the same thing: the graph the partitioner tagged, and recursively the
 bodies of its control-flow nodes.  A finished lowering has already replaced
-those bodies' graphs in place (as the reference does), so it is walked through
-the lowering's encoded graphs, which keep the tagged nodes.
+those bodies' graphs in place (as the reference does), so it hands its tagged
+graphs over as neutral records (``fastlower.records``): this module reads those,
+never the lowering's own objects.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, Mapping, Optional, Sequence, Tuple, TypeVar
 
 import torch
 
 from ..encode import _CONTROL_FLOW_ARGS
-from .model import (
-    TOP, LoweringReport, NodeRecord, OperatorRecord, PartitionRecord, UndelegatedNode,
-)
+from ..loading.notes import describe_replacements
+from ..records import TOP, GraphRecord, MethodRecord, join_path
+from . import registry
+from .document import LoweringReport
+from .model import NodeRecord, OperatorRecord, PartitionRecord, ReportData, UndelegatedNode
 
 
-@dataclass
-class GraphView:
-    """A graph's nodes in order, and for each control-flow node its bodies."""
-
-    path: str
-    nodes: List[torch.fx.Node]
-    bodies: Dict[torch.fx.Node, List["GraphView"]] = field(default_factory=dict)
-
-
-def view_of_module(gm: torch.fx.GraphModule, path: str = TOP) -> GraphView:
+def view_of_module(gm: torch.fx.GraphModule, path: str = TOP) -> GraphRecord:
     """Walk an FX graph module and its control-flow bodies."""
-    view = GraphView(path, list(gm.graph.nodes))
+    view = GraphRecord(path, list(gm.graph.nodes))
     for node in view.nodes:
         if node.op == "call_function" and node.target in _CONTROL_FLOW_ARGS:
             view.bodies[node] = [
                 view_of_module(gm.get_submodule(node.args[i].target),
-                               _join(path, node.args[i].target))
+                               join_path(path, node.args[i].target))
                 for i in _CONTROL_FLOW_ARGS[node.target]]
     return view
-
-
-def view_of_encoded(enc, path: str = TOP) -> GraphView:
-    """The same walk over a lowering's ``EncodedGraph`` (its nodes are the tagged ones)."""
-    view = GraphView(path, list(enc.nodes))
-    for i, subs in enc.nested.items():
-        view.bodies[enc.nodes[i]] = [view_of_encoded(sub, _join(path, attr)) for attr, sub in subs]
-    return view
-
-
-def _join(path: str, attr: str) -> str:
-    return f"{path}/{attr}" if path else attr
 
 
 def op_name(target: Any) -> str:
@@ -94,16 +75,16 @@ def tensor_bytes(value: Any) -> int:
 class _Collector:
     """Accumulates the records of one report over its methods and graphs."""
 
-    def __init__(self, report: LoweringReport) -> None:
+    def __init__(self, report: ReportData) -> None:
         self.report = report
         self.parts: Dict[Tuple[str, str, str], PartitionRecord] = {}
         self.ops: Dict[str, OperatorRecord] = {}
 
-    def method(self, method: str, view: GraphView, tags: Mapping[str, Any]) -> None:
+    def method(self, method: str, view: GraphRecord, tags: Mapping[str, Any]) -> None:
         self.report.methods.append(method)
         self._graph(method, view, tags, inherited=None)
 
-    def _graph(self, method: str, view: GraphView, tags: Mapping[str, Any],
+    def _graph(self, method: str, view: GraphRecord, tags: Mapping[str, Any],
                inherited: Optional[PartitionRecord]) -> None:
         for node in view.nodes:
             part = inherited or self._partition_of(method, view.path, node, tags)
@@ -175,37 +156,45 @@ class _Collector:
             report.partitions[part.backend] = report.partitions.get(part.backend, 0) + 1
 
 
-def from_lowerings(report: LoweringReport, lowerings: Sequence[Any]) -> None:
+def from_lowerings(report: ReportData, methods: Sequence[MethodRecord]) -> None:
     """Records of a finished lowering: structure from the tagged graphs, then each
     partition's processed bytes, owned constants and preprocess time."""
     collector = _Collector(report)
-    paths: Dict[int, Tuple[str, str]] = {}  # id(encoded graph) -> (method, path)
-    for lowering in lowerings:
-        top = lowering.builders[0].enc
-        view = view_of_encoded(top)
-        _index_paths(top, TOP, lowering.name, paths)
-        collector.method(lowering.name, view, lowering.result.partition_tags)
+    for method in methods:
+        collector.method(method.name, method.graph, method.partition_tags)
     collector.close()
     by_key = {(p.method, p.graph, p.tag): p for p in report.partition_records}
-    for lowering in lowerings:
-        for part in lowering.partitions:
-            method, path = paths.get(id(part.builder.enc), (lowering.name, TOP))
-            record = by_key.get((method, path, part.tag))
+    for method in methods:
+        for part in method.partitions:
+            record = by_key.get((method.name, part.graph, part.tag))
             if record is None:
                 continue
-            lowered = part.lowered
-            if lowered is not None:
-                record.processed_bytes = len(lowered.processed_bytes)
+            if part.processed_bytes is not None:
+                record.processed_bytes = part.processed_bytes
             record.constant_bytes = _owned_constant_bytes(part.program)
-            record.preprocess_seconds = report._preprocess_seconds.get(id(part), 0.0)
-            record.cache_hit = report._cache_hits.get(id(part))
+            record.preprocess_seconds = part.preprocess_seconds
+            record.cache_hit = part.cache_hit
 
 
-def _index_paths(enc, path: str, method: str, out: Dict[int, Tuple[str, str]]) -> None:
-    out[id(enc)] = (method, path)
-    for subs in enc.nested.values():
-        for attr, sub in subs:
-            _index_paths(sub, _join(path, attr), method, out)
+_Lowering = TypeVar("_Lowering")
+
+
+def finish_report(report: ReportData, program: Any, lowerings: Sequence[_Lowering],
+                  record_of: Callable[[_Lowering, ReportData], MethodRecord]) -> None:
+    """Close the timing, collect the records of ``lowerings`` and publish the report.
+
+    ``record_of(lowering, report)`` turns each lowering into its neutral
+    ``MethodRecord`` (called after the timing is closed, so the walk is not counted in
+    any phase; ``report.partition_timing`` gives each partition's preprocess time).
+    ``program`` is the lowering's result (an ``ExportedProgram`` or a dict of them), registered so
+    ``fastlower.report_for(program)`` finds this report.
+    """
+    report.mark("apply")
+    report.seconds = sum(report.phases.values())  # the phases cover the whole call
+    from_lowerings(report, [record_of(lowering, report) for lowering in lowerings])
+    report.drop_partition_timing()
+    report.notes.extend(n for n in describe_replacements(program) if n not in report.notes)
+    registry.publish(report, program)
 
 
 def _owned_constant_bytes(program) -> int:
@@ -220,7 +209,7 @@ def _owned_constant_bytes(program) -> int:
     return total
 
 
-def from_tagged(report: LoweringReport, programs: Mapping[str, Any],
+def from_tagged(report: ReportData, programs: Mapping[str, Any],
                 partition_tags: Mapping[str, Mapping[str, Any]]) -> None:
     """Records of tagged programs (per method) without any lowering: the preview."""
     collector = _Collector(report)
@@ -228,3 +217,24 @@ def from_tagged(report: LoweringReport, programs: Mapping[str, Any],
         gm = program.graph_module if hasattr(program, "graph_module") else program
         collector.method(method, view_of_module(gm), partition_tags.get(method) or {})
     collector.close()
+
+
+def build_report(source: Any, partition_tags: Optional[Mapping[str, Any]] = None) -> LoweringReport:
+    """The preview report of a partitioner's result.
+
+    ``source`` is a ``PartitionResult``, a dict of them per method, or a tagged
+    ``ExportedProgram`` together with its ``partition_tags``.
+    """
+    report = LoweringReport(preview=True)
+    if isinstance(source, dict):
+        programs = {m: r.tagged_exported_program for m, r in source.items()}
+        tags = {m: r.partition_tags or {} for m, r in source.items()}
+    elif hasattr(source, "tagged_exported_program"):
+        programs = {"forward": source.tagged_exported_program}
+        tags = {"forward": source.partition_tags or {}}
+    else:
+        if partition_tags is None:
+            raise TypeError("build_report(program) needs the partition_tags that go with it")
+        programs, tags = {"forward": source}, {"forward": partition_tags}
+    from_tagged(report, programs, tags)
+    return report

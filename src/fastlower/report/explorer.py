@@ -24,12 +24,12 @@ from typing import Any, Dict
 
 from .html import colors
 from .json import write_atomic
-from .model import LoweringReport
+from .model import ReportData, partition_key
 
 GRAPH_ID = "graph"  # the graph id of Model Explorer's ExportedProgram adapter
 
 
-def node_data(report: LoweringReport, method: str = "forward",
+def node_data(report: ReportData, method: str = "forward",
               graph_id: str = GRAPH_ID) -> Dict[str, Any]:
     """The overlay as a dict (``ModelNodeData``: graph id -> ``GraphNodeData``)."""
     palette = colors(report)
@@ -41,7 +41,7 @@ def node_data(report: LoweringReport, method: str = "forward",
         if node.partition is None:
             results[node.name] = {"value": 0, "bgColor": palette["undelegated"]}
             continue
-        key = "/".join(p for p in (node.method, node.graph, node.partition) if p)
+        key = partition_key(node.method, node.graph, node.partition)
         number = numbers.setdefault(key, len(numbers) + 1)
         results[node.name] = {"value": number, "bgColor": palette["partition"][key]}
     thresholds = [{"value": 0, "bgColor": palette["undelegated"]}]
@@ -49,6 +49,6 @@ def node_data(report: LoweringReport, method: str = "forward",
     return {graph_id: {"results": results, "thresholds": thresholds}}
 
 
-def write(report: LoweringReport, path: os.PathLike, method: str = "forward") -> None:
+def write(report: ReportData, path: os.PathLike, method: str = "forward") -> None:
     """Write the overlay JSON to ``path`` (atomically)."""
     write_atomic(path, json.dumps(node_data(report, method), indent=1).encode())

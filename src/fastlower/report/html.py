@@ -19,7 +19,7 @@ from typing import Dict, List, Optional
 import jinja2
 
 from .json import to_dict, write_atomic
-from .model import LoweringReport
+from .model import NodeRecord, ReportData, partition_key
 
 #: base colors of the backends, in order of first appearance
 BACKEND_COLORS = ["#1f6feb", "#2da44e", "#8250df", "#bf8700", "#0598bc", "#cf222e", "#6e7781"]
@@ -42,7 +42,7 @@ def _shade(color: str, offset: float) -> str:
     return "#" + "".join(f"{round(v * 255):02x}" for v in (r, g, b))
 
 
-def colors(report: LoweringReport) -> Dict[str, object]:
+def colors(report: ReportData) -> Dict[str, object]:
     """Colors of the backends, of each partition (by key) and of undelegated nodes."""
     backend: Dict[str, str] = {}
     partition: Dict[str, str] = {}
@@ -62,19 +62,20 @@ def colors(report: LoweringReport) -> Dict[str, object]:
     return {"backend": backend, "partition": partition, "undelegated": UNDELEGATED_COLOR}
 
 
-def _key(node) -> Optional[str]:
+def _key(node: NodeRecord) -> Optional[str]:
+    """The key of the node's partition (None: not delegated)."""
     if node.partition is None:
         return None
-    return "/".join(p for p in (node.method, node.graph, node.partition) if p)
+    return partition_key(node.method, node.graph, node.partition)
 
 
-def _cells(report: LoweringReport, palette: Dict[str, object]) -> Dict[str, List]:
+def _cells(report: ReportData, palette: Dict[str, object]) -> Dict[str, List]:
     nodes = [[n.name, n.op, n.shape, n.method, n.graph, _key(n), n.backend] for n in report.nodes]
     cell_colors = [palette["partition"].get(_key(n), palette["undelegated"]) for n in report.nodes]
     return {"nodes": nodes, "colors": cell_colors}
 
 
-def render(report: LoweringReport, title: str = "") -> str:
+def render(report: ReportData, title: str = "") -> str:
     """The HTML page of ``report``."""
     palette = colors(report)
     return _ENV.get_template("report.html.j2").render(
@@ -82,6 +83,6 @@ def render(report: LoweringReport, title: str = "") -> str:
         cells=_cells(report, palette), pct=lambda share: f"{100 * share:.1f}%")
 
 
-def write(report: LoweringReport, path: os.PathLike, title: str = "") -> None:
+def write(report: ReportData, path: os.PathLike, title: str = "") -> None:
     """Write the page to ``path`` (atomically)."""
     write_atomic(path, render(report, title).encode())

@@ -46,7 +46,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any, Dict
 
-from .model import LoweringReport
+from .model import ReportData
 
 SCHEMA_VERSION = 1
 SCHEMA_PATH = Path(__file__).with_name("schema.json")
@@ -67,7 +67,7 @@ def _coverage(cov) -> Dict[str, Any]:
             "total_ops": cov.total_ops, "op_share": cov.op_share}
 
 
-def to_dict(report: LoweringReport) -> Dict[str, Any]:
+def to_dict(report: ReportData) -> Dict[str, Any]:
     """The report as a JSON-ready dict of schema version ``SCHEMA_VERSION``."""
     partitions = []
     for part in report.partition_records:
@@ -94,7 +94,7 @@ def to_dict(report: LoweringReport) -> Dict[str, Any]:
     }
 
 
-def dumps(report: LoweringReport, indent: int = 1) -> str:
+def dumps(report: ReportData, indent: int = 1) -> str:
     """The JSON text of ``to_dict(report)``."""
     return json.dumps(to_dict(report), indent=indent)
 
@@ -116,7 +116,7 @@ def write_atomic(path: os.PathLike, data: bytes) -> None:
         raise
 
 
-def write(report: LoweringReport, path: os.PathLike) -> None:
+def write(report: ReportData, path: os.PathLike) -> None:
     """Write the report's JSON document to ``path`` (atomically)."""
     write_atomic(path, dumps(report).encode())
 

@@ -1,5 +1,5 @@
 """The delegation report's data: plain dataclasses, filled by ``collect`` and read by the
-JSON, text and HTML writers.
+JSON, text and HTML writers (which live beside this module: it imports none of them).
 
 A *node* here is a ``call_function`` node of the program handed to the
 partitioner (the nodes a backend can take), in topological order, control-flow
@@ -11,10 +11,12 @@ from __future__ import annotations
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Dict, Iterable, Iterator, List, Optional
+from typing import Dict, Iterable, Iterator, List, Optional, Tuple, Type, TypeVar
 
-#: ``graph`` of a node of the method's top-level graph (bodies are ``"<top>/<attr>"``)
-TOP = ""
+from ..records import TOP, partition_key
+
+__all__ = ["TOP", "NodeRecord", "PartitionRecord", "OperatorRecord", "UndelegatedNode",
+           "Coverage", "ReportData", "partition_key"]
 
 
 @dataclass
@@ -52,7 +54,7 @@ class PartitionRecord:
     @property
     def key(self) -> str:
         """Unique within a report: method, graph and tag."""
-        return "/".join(p for p in (self.method, self.graph, self.tag) if p)
+        return partition_key(self.method, self.graph, self.tag)
 
 
 @dataclass
@@ -94,9 +96,13 @@ class Coverage:
         return self.delegated_ops / self.total_ops if self.total_ops else 0.0
 
 
+_R = TypeVar("_R", bound="ReportData")
+
+
 @dataclass
-class LoweringReport:
-    """What one lowering delegated, what it left out, and where the time went.
+class ReportData:
+    """What one lowering delegated, what it left out, and where the time went: the data
+    of a ``fastlower.report.LoweringReport`` (which adds its renderings).
 
     The first fields are the original report's (``partitions`` is a count per
     backend); the ``*_records``, ``operators``, ``not_delegated`` and ``nodes``
@@ -138,12 +144,12 @@ class LoweringReport:
     # things the reader should know about the program lowered, one line each (a
     # type of its inputs or outputs replaced by a stand-in when it was loaded)
     notes: List[str] = field(default_factory=list)
-    # per partition object id, filled while lowering, read by ``finish``
+    # per partition object id, filled while lowering, read by ``partition_timing``
     _preprocess_seconds: Dict[int, float] = field(default_factory=dict, repr=False)
     _cache_hits: Dict[int, bool] = field(default_factory=dict, repr=False)
 
     @classmethod
-    def start(cls) -> "LoweringReport":
+    def start(cls: Type[_R]) -> _R:
         return cls(started=time.perf_counter())
 
     def mark(self, phase: str) -> None:
@@ -189,22 +195,15 @@ class LoweringReport:
         """The lowering machinery's time: the total minus partitioner and backend time."""
         return self.seconds - sum(self.external.values())
 
-    def finish(self, program, lowerings) -> None:
-        """Close the timing, collect the records from ``lowerings`` and publish the report.
+    def partition_timing(self, partition: object) -> Tuple[float, Optional[bool]]:
+        """The preprocess seconds and cache answer recorded for ``partition`` (the
+        lowering's own partition object) while lowering."""
+        return self._preprocess_seconds.get(id(partition), 0.0), self._cache_hits.get(id(partition))
 
-        ``program`` is the lowering's result (an ``ExportedProgram`` or a dict of
-        them), registered so ``fastlower.report_for(program)`` finds this report.
-        """
-        from ..loading.notes import describe_replacements
-        from . import collect, registry
-
-        self.mark("apply")
-        self.seconds = sum(self.phases.values())  # the phases cover the whole call
-        collect.from_lowerings(self, lowerings)
+    def drop_partition_timing(self) -> None:
+        """Forget the per-partition timings (the ids they are keyed by die with the lowering)."""
         self._preprocess_seconds.clear()
         self._cache_hits.clear()
-        self.notes.extend(n for n in describe_replacements(program) if n not in self.notes)
-        registry.publish(self, program)
 
     @property
     def delegated_share(self) -> float:
@@ -248,18 +247,6 @@ class LoweringReport:
                 f"{b} {self.cache_hits.get(b, 0)} hits / {self.cache_misses.get(b, 0)} misses"
                 for b in backends) + f" (keys {self.cache_key_seconds:.3f}s)"
         return text
-
-    def summary(self) -> str:
-        """Tables for a log or a terminal (see ``fastlower.report.text``)."""
-        from .text import summary
-
-        return summary(self)
-
-    def to_dict(self) -> dict:
-        """The JSON document (see ``fastlower.report.json`` for the schema)."""
-        from .json import to_dict
-
-        return to_dict(self)
 
 
 def _coverage(nodes: List[NodeRecord], backend: Optional[str]) -> Coverage:

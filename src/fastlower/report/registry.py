@@ -19,7 +19,7 @@ import weakref
 from contextlib import contextmanager
 from typing import Any, Dict, Iterator, List, Optional, Tuple
 
-from .model import LoweringReport
+from .document import LoweringReport
 
 _LOCAL = threading.local()
 _BY_RESULT: "weakref.WeakKeyDictionary[Any, LoweringReport]" = weakref.WeakKeyDictionary()

@@ -6,7 +6,7 @@ from typing import List
 
 from tabulate import tabulate
 
-from .model import LoweringReport
+from .model import ReportData
 
 #: partitions / operators / left-out nodes listed in full up to this many rows
 MAX_ROWS = 15
@@ -31,7 +31,7 @@ def _more(rows: list, total: int, what: str) -> List[str]:
         if total > len(rows) else []
 
 
-def summary(report: LoweringReport, max_rows: int = MAX_ROWS) -> str:
+def summary(report: ReportData, max_rows: int = MAX_ROWS) -> str:
     """Coverage (overall and per backend), partitions, operators left out, and time."""
     lines: List[str] = []
     cov = report.coverage

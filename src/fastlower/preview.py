@@ -1,42 +1,28 @@
-"""The report of a partitioner's tagging alone: what *would* be delegated, with no
-backend ``preprocess`` (as Torch-TensorRT's dryrun and TFLite's
-``PreviewDelegatePartitioning`` do).
+"""What a partitioner *would* delegate, with no backend ``preprocess`` (as Torch-TensorRT's
+dryrun and TFLite's ``PreviewDelegatePartitioning`` do).
 
-``build_report(result)`` reads a ``PartitionResult`` (or a tagged program and its
-``partition_tags``). ``preview(edge_program, partitioner)`` runs the partitioner on
-a copy and reads its result. ``preview_export(aten_program, partitioner)`` goes
-through ``to_edge_transform_and_lower`` up to its ``to_backend`` call, so the
-partitioner sees exactly the Edge program it would see there, then stops.
+``preview(edge_program, partitioner)`` runs the partitioner on a copy and reports its
+tagging. ``preview_export(aten_program, partitioner)`` goes through ExecuTorch's
+``to_edge_transform_and_lower`` up to its ``to_backend`` call, so the partitioner sees
+exactly the Edge program it would see there, then stops. Both run a partitioner and
+the second drives ExecuTorch, so this module sits above the lowering, beside ``patch``
+and the CLI; the report it makes comes from ``fastlower.report.build_report``. Both are
+also reachable as ``fastlower.report.preview`` / ``fastlower.report.preview_export``.
 """
 
 from __future__ import annotations
 
 import time
-from typing import Any, Dict, Mapping, Optional
+from typing import Any, Dict, Mapping
 
-from . import collect, registry
-from .model import LoweringReport
+from .loading.notes import describe_replacements
+from .lowering import make_fake_program
+from .patch import routed
+from .report import registry
+from .report.collect import build_report
+from .report.document import LoweringReport
 
-
-def build_report(source: Any, partition_tags: Optional[Mapping[str, Any]] = None) -> LoweringReport:
-    """The preview report of a partitioner's result.
-
-    ``source`` is a ``PartitionResult``, a dict of them per method, or a tagged
-    ``ExportedProgram`` together with its ``partition_tags``.
-    """
-    report = LoweringReport(preview=True)
-    if isinstance(source, dict):
-        programs = {m: r.tagged_exported_program for m, r in source.items()}
-        tags = {m: r.partition_tags or {} for m, r in source.items()}
-    elif hasattr(source, "tagged_exported_program"):
-        programs = {"forward": source.tagged_exported_program}
-        tags = {"forward": source.partition_tags or {}}
-    else:
-        if partition_tags is None:
-            raise TypeError("build_report(program) needs the partition_tags that go with it")
-        programs, tags = {"forward": source}, {"forward": partition_tags}
-    collect.from_tagged(report, programs, tags)
-    return report
+__all__ = ["preview", "preview_export"]
 
 
 def preview(program: Any, partitioner: Any, method: str = "forward") -> LoweringReport:
@@ -49,8 +35,6 @@ def preview(program: Any, partitioner: Any, method: str = "forward") -> Lowering
 
 def _preview_methods(programs: Mapping[str, Any],
                      partitioners: Mapping[str, Any]) -> LoweringReport:
-    from ..lowering import make_fake_program
-
     start = time.perf_counter()
     results: Dict[str, Any] = {}
     for name, partitioner in partitioners.items():
@@ -87,15 +71,11 @@ def preview_export(aten_program: Any, partitioner: Any, **kwargs: Any) -> Loweri
     """
     from executorch.exir import to_edge_transform_and_lower
 
-    from ..patch import routed
-
     try:
         # this thread's to_backend call only: other threads keep their own
         with routed({"to_backend": _preview_to_backend}):
             to_edge_transform_and_lower(aten_program, partitioner=[partitioner], **kwargs)
     except _PartitionedOnly as done:
-        from ..loading.notes import describe_replacements
-
         done.report.notes.extend(describe_replacements(aten_program))
         registry.publish(done.report, None)
         return done.report

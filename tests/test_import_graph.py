@@ -1,0 +1,306 @@
+"""The import graph of ``src/fastlower`` has no cycle: layers point one way.
+
+The graph is built from the source with ``ast`` (nothing is imported), one node per
+module (a package is its ``__init__``). An edge ``a -> b`` is any of:
+
+* an ``import`` / ``from ... import`` statement in ``a`` naming ``b``, at module
+  level *or inside a function* (a lazy import hides a cycle without removing it);
+  ``from p import x`` points at ``p.x`` when that is a module, else at ``p``;
+* a ``"fastlower.b:attribute"`` string literal in ``a``: the ``"module:attribute"``
+  form fastlower imports by name later (``patch.ENTRY_POINTS``), a dependency all
+  the same.
+
+Not counted, on purpose: imports under ``if TYPE_CHECKING:`` (never run); the
+implicit import of a module's parent packages (``import p.m`` runs ``p/__init__``:
+counting it would make every package whose ``__init__`` re-exports its modules a
+cycle with each of them); ``importlib.import_module`` of names computed at run
+time (user modules, ``fastlower._core``), which are not fastlower layers.
+
+Every cycle fails the test, named module by module with the line of each import,
+except those of ``KNOWN_CYCLES``: a short list of cycles made by one lazy import each,
+in files other work of issue 22 is changing; the test fails as soon as one of them is
+gone (strike it from the list then) or the list grows past ``MAX_KNOWN``.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from pathlib import Path
+from typing import Dict, Iterator, List, Optional, Set, Tuple
+
+import pytest
+
+import fastlower
+
+PACKAGE = "fastlower"
+_ROOT_IN_TREE = Path(__file__).resolve().parents[1] / "src" / PACKAGE
+# the source tree when run from a checkout, else the installed package
+ROOT = _ROOT_IN_TREE if _ROOT_IN_TREE.is_dir() else Path(fastlower.__file__).parent
+
+# "fastlower.cache:to_executorch": a module named for a later import by name
+_BY_NAME = re.compile(rf"^({PACKAGE}(?:\.\w+)*):\w+$")
+
+Edge = Tuple[str, int, str]  # target module, line, "module" / "function" / "by name"
+
+
+def module_name(path: Path, root: Path = ROOT) -> str:
+    parts = list(path.relative_to(root).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join([PACKAGE, *parts])
+
+
+def modules(root: Path = ROOT) -> Dict[str, Path]:
+    """Every module of the package, by dotted name."""
+    return {module_name(p, root): p for p in sorted(root.rglob("*.py"))}
+
+
+def _is_type_checking(test: ast.expr) -> bool:
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING")
+
+
+def _walk(node: ast.AST, in_function: bool = False) -> Iterator[Tuple[ast.AST, bool]]:
+    """Every node under ``node`` but ``if TYPE_CHECKING:`` bodies, with whether it is
+    inside a function."""
+    for child in ast.iter_child_nodes(node):
+        if isinstance(child, ast.If) and _is_type_checking(child.test):
+            for other in child.orelse:
+                yield other, in_function
+                yield from _walk(other, in_function)
+            continue
+        inner = in_function or isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef,
+                                                  ast.Lambda))
+        yield child, inner
+        yield from _walk(child, inner)
+
+
+def _resolve(current: str, is_package: bool, module: Optional[str], level: int) -> str:
+    if level == 0:
+        return module or ""
+    base = current.split(".")
+    if not is_package:
+        base = base[:-1]
+    if level > 1:
+        base = base[:-(level - 1)]
+    return ".".join(base + ([module] if module else []))
+
+
+def imports(name: str, path: Path, known: Set[str]) -> List[Edge]:
+    """The fastlower modules ``name`` imports, with line and kind."""
+    tree = ast.parse(path.read_text(), str(path))
+    is_package = path.name == "__init__.py"
+    edges: List[Edge] = []
+
+    def add(target: str, line: int, kind: str) -> None:
+        if target in known and target != name:
+            edges.append((target, line, kind))
+
+    for node, in_function in _walk(tree):
+        kind = "function" if in_function else "module"
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                add(alias.name, node.lineno, kind)
+        elif isinstance(node, ast.ImportFrom):
+            base = _resolve(name, is_package, node.module, node.level)
+            for alias in node.names:
+                sub = f"{base}.{alias.name}"
+                add(sub if sub in known else base, node.lineno, kind)
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str):
+            match = _BY_NAME.match(node.value)
+            if match:
+                add(match.group(1), node.lineno, "by name")
+    return edges
+
+
+def import_graph(root: Path = ROOT) -> Dict[str, List[Edge]]:
+    """Module -> the fastlower modules it imports (see the module docstring)."""
+    mods = modules(root)
+    known = set(mods)
+    return {name: imports(name, path, known) for name, path in mods.items()}
+
+
+def cycles(graph: Dict[str, List[Edge]]) -> List[List[str]]:
+    """The strongly connected components with more than one module (Tarjan), each
+    sorted, listed in sorted order."""
+    index: Dict[str, int] = {}
+    low: Dict[str, int] = {}
+    stack: List[str] = []
+    on_stack: Set[str] = set()
+    found: List[List[str]] = []
+    counter = [0]
+
+    def visit(v: str) -> None:
+        # iterative enough for a package of this size; recursion depth = longest path
+        index[v] = low[v] = counter[0]
+        counter[0] += 1
+        stack.append(v)
+        on_stack.add(v)
+        for w, _, _ in graph.get(v, ()):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return sorted(found)
+
+
+def shortest_cycle(graph: Dict[str, List[Edge]], component: List[str]) -> List[Tuple[str, Edge]]:
+    """One shortest cycle through the component's first module, edge by edge."""
+    members = set(component)
+    start = component[0]
+    # breadth-first from start back to start, inside the component
+    previous: Dict[str, Tuple[str, Edge]] = {}
+    frontier = [start]
+    seen = {start}
+    while frontier:
+        nxt = []
+        for v in frontier:
+            for edge in graph[v]:
+                w = edge[0]
+                if w not in members:
+                    continue
+                if w == start:
+                    path = [(v, edge)]
+                    while v != start:
+                        v, e = previous[v]
+                        path.append((v, e))
+                    return path[::-1]
+                if w not in seen:
+                    seen.add(w)
+                    previous[w] = (v, edge)
+                    nxt.append(w)
+        frontier = nxt
+    return []
+
+
+def describe(graph: Dict[str, List[Edge]], component: List[str]) -> str:
+    steps = shortest_cycle(graph, component)
+    lines = [f"cycle among {len(component)} modules: {', '.join(component)}",
+             "  e.g.:"]
+    for source, (target, line, kind) in steps:
+        lines.append(f"    {source} -> {target}  (line {line}, {kind})")
+    return "\n".join(lines)
+
+
+#: cycles tolerated for now, each made by one function-level import, and why it is there
+KNOWN_CYCLES = {
+    # encode.structure_difference imports plan.first_difference (which calls the core)
+    # lazily; the core's entry points move to _schema/_core with issue 22's core work
+    frozenset({"fastlower.encode", "fastlower.plan"}):
+        "structure_difference belongs beside the core call, not in encode",
+}
+MAX_KNOWN = 1  # the list only shrinks
+
+
+def test_import_graph_has_no_cycle():
+    graph = import_graph()
+    assert len(graph) > 50, f"found only {len(graph)} modules under {ROOT}"
+    found = [c for c in cycles(graph) if frozenset(c) not in KNOWN_CYCLES]
+    assert not found, "import cycles in src/fastlower:\n" + "\n".join(
+        describe(graph, c) for c in found)
+
+
+def test_known_cycles_are_few_and_still_there():
+    assert len(KNOWN_CYCLES) <= MAX_KNOWN
+    graph = import_graph()
+    present = {frozenset(c) for c in cycles(graph)}
+    gone = [sorted(c) for c in KNOWN_CYCLES if c not in present]
+    assert not gone, f"fixed: strike these from KNOWN_CYCLES: {gone}"
+    for component in KNOWN_CYCLES:  # each is one lazy import, nothing worse
+        lazy = [(s, t) for s in component for t, _, kind in graph[s]
+                if t in component and kind == "function"]
+        assert len(lazy) == 1, (sorted(component), lazy)
+
+
+# --- the checker itself -----------------------------------------------------------------
+
+def _package(tmp_path: Path, files: Dict[str, str]) -> Path:
+    root = tmp_path / PACKAGE
+    for rel, text in files.items():
+        path = root / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    return root
+
+
+@pytest.mark.parametrize("b_text, kind", [
+    ("from .a import x\n", "module"),
+    ("def f():\n    from . import a\n", "function"),
+    ("import fastlower.a\n", "module"),
+    ("ENTRY = 'fastlower.a:thing'\n", "by name"),
+    ("from .sub import mod\n", None),  # no cycle: sub.mod does not import b
+])
+def test_checker_finds_cycles(tmp_path, b_text, kind):
+    root = _package(tmp_path, {
+        "__init__.py": "", "a.py": "from .b import y\n", "b.py": b_text,
+        "sub/__init__.py": "", "sub/mod.py": "X = 1\n",
+    })
+    graph = import_graph(root)
+    found = cycles(graph)
+    if kind is None:
+        assert found == [], found
+        assert ("fastlower.sub.mod", 1, "module") in graph["fastlower.b"]
+        return
+    assert found == [["fastlower.a", "fastlower.b"]]
+    assert any(k == kind for t, _, k in graph["fastlower.b"] if t == "fastlower.a")
+    assert "fastlower.a -> fastlower.b" in describe(graph, found[0])
+
+
+def test_checker_skips_type_checking(tmp_path):
+    root = _package(tmp_path, {
+        "__init__.py": "", "a.py": "from .b import y\n",
+        "b.py": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from .a import x\n",
+    })
+    assert cycles(import_graph(root)) == []
+
+
+# --- the layers issue 22 asked for, stated directly -------------------------------------
+
+def test_report_model_is_plain_data():
+    """``report.model`` imports nothing of fastlower but the neutral records."""
+    graph = import_graph()
+    assert {t for t, _, _ in graph["fastlower.report.model"]} <= {"fastlower.records"}
+    assert graph["fastlower.records"] == []
+
+
+def test_report_stays_below_the_lowering():
+    """No module of ``fastlower.report`` but its ``__init__`` (whose lazy ``preview`` /
+    ``preview_export`` names forward to ``fastlower.preview``) reaches the lowering, the
+    API, ``patch`` or ExecuTorch's driver, even lazily."""
+    graph = import_graph()
+    above = {"fastlower.lowering", "fastlower.api", "fastlower.patch", "fastlower.dispatch",
+             "fastlower.preview", "fastlower.apply", "fastlower.plan", "fastlower.cli"}
+    for name, edges in graph.items():
+        if name.startswith("fastlower.report."):
+            # a module of ``above`` or of a package it becomes (``lowering/``)
+            reached = [t for t, _, _ in edges
+                       if t in above or any(t.startswith(a + ".") for a in above)]
+            assert not reached, (name, reached)
+
+
+def test_partition_key_is_built_once():
+    from fastlower.records import partition_key
+    from fastlower.report.model import PartitionRecord
+
+    assert partition_key("forward", "", "tag0") == "forward/tag0"
+    assert partition_key("forward", "true_graph_0", "tag1") == "forward/true_graph_0/tag1"
+    record = PartitionRecord(tag="t", backend="b", method="m", graph="g/h")
+    assert record.key == partition_key("m", "g/h", "t") == "m/g/h/t"
+    text = "".join(p.read_text() for p in ROOT.rglob("*.py"))
+    assert text.count('"/".join(') == 1, "a second '/'.join: a partition key built twice?"
