@@ -29,7 +29,6 @@ from __future__ import annotations
 import argparse
 import importlib
 import logging
-import os
 import sys
 import time
 import traceback
@@ -37,6 +36,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence
 
+from . import settings
 from .console import command_logging, out, quiet_torch, script_logging
 
 log = logging.getLogger("fastlower.cli")
@@ -47,7 +47,7 @@ BACKENDS: Dict[str, str] = {
 }
 
 #: the cache folder's environment variable (read, never written: the default folder)
-ENV_CACHE_DIR = "FASTLOWER_CACHE_DIR"
+ENV_CACHE_DIR = settings.CACHE_DIR
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 
@@ -159,7 +159,8 @@ def default_cache_dir() -> str:
     """``$FASTLOWER_CACHE_DIR``, else the user's cache folder for fastlower."""
     import platformdirs
 
-    return os.environ.get(ENV_CACHE_DIR) or platformdirs.user_cache_dir("fastlower")
+    folder = settings.cache_dir()
+    return str(folder) if folder is not None else platformdirs.user_cache_dir("fastlower")
 
 
 def cache_dir_for(args) -> Optional[str]:
