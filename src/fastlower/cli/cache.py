@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import argparse
 from pathlib import Path
 
 from ..console import out
 from .common import EXIT_OK, default_cache_dir
 
 
-def cmd_cache(args) -> int:
+def cmd_cache(args: argparse.Namespace) -> int:
     """``fastlower cache info|clear [--only preprocess|lowering]`` over the cache folder
     (the preprocess cache and the lowering cache share it)."""
     from ..cache import admin

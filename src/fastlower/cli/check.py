@@ -4,6 +4,7 @@ with the exported program's own output."""
 from __future__ import annotations
 
 import logging
+from typing import Any
 
 from ..console import out
 from .common import EXIT_FAILED, EXIT_OK
@@ -11,7 +12,7 @@ from .common import EXIT_FAILED, EXIT_OK
 log = logging.getLogger("fastlower.cli")
 
 
-def check_pte(program, buffer: bytes, atol: float = 1e-3, rtol: float = 1e-3) -> int:
+def check_pte(program: Any, buffer: bytes, atol: float = 1e-3, rtol: float = 1e-3) -> int:
     """Run ``buffer`` in ``executorch.runtime`` and compare it with ``program``'s own output,
     leaf by leaf (the ``.pte`` returns the program's output tree flattened)."""
     import torch
@@ -55,7 +56,7 @@ def check_pte(program, buffer: bytes, atol: float = 1e-3, rtol: float = 1e-3) ->
     return EXIT_OK
 
 
-def example_inputs(program):
+def example_inputs(program: Any) -> Any:
     """The program's saved example inputs, else random ones of the exported shapes, put
     in the program's input tree (its containers, stand-ins included)."""
     import torch

@@ -4,12 +4,13 @@ the report files."""
 
 from __future__ import annotations
 
+import argparse
 import logging
 import sys
 import time
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator, Optional, Sequence
+from typing import Any, ContextManager, Iterator, Optional, Sequence
 
 from .. import settings
 from ..console import out
@@ -63,7 +64,7 @@ def default_cache_dir() -> str:
     return str(folder) if folder is not None else platformdirs.user_cache_dir("fastlower")
 
 
-def cache_dir_for(args) -> Optional[str]:
+def cache_dir_for(args: argparse.Namespace) -> Optional[str]:
     """The preprocess cache folder of a command: ``--cache-dir``, else the default folder;
     None with ``--no-cache``."""
     if args.no_cache:
@@ -71,7 +72,7 @@ def cache_dir_for(args) -> Optional[str]:
     return args.cache_dir or default_cache_dir()
 
 
-def preprocess_settings(args):
+def preprocess_settings(args: argparse.Namespace) -> ContextManager[Any]:
     """``--workers``/``--cache-dir``/``--no-cache`` as a ``fastlower.preprocess.options()``
     block for the lowering (an empty ``cache_dir`` is no cache, whatever
     ``FASTLOWER_CACHE_DIR`` says)."""
@@ -80,7 +81,7 @@ def preprocess_settings(args):
     return options(workers=args.workers, cache_dir=cache_dir_for(args) or "")
 
 
-def write_reports(report, args) -> None:
+def write_reports(report: Any, args: argparse.Namespace) -> None:
     """The ``--report-json`` / ``--report-html`` / ``--explorer-json`` files asked for."""
     from ..report import explorer, html, json as report_json
 

@@ -8,7 +8,7 @@ import importlib
 import logging
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Dict, Iterator, Optional, Sequence
+from typing import Any, Dict, Iterator, Optional, Sequence
 
 from .common import UsageError
 
@@ -27,7 +27,7 @@ def check_model_file(path: str) -> None:
         raise UsageError(f"{path}: not a file")
 
 
-def load_program(path: str, imports: Sequence[str] = ()):
+def load_program(path: str, imports: Sequence[str] = ()) -> Any:
     """The program saved at ``path`` (a ``fastlower.loading.LoadedProgram``), its types
     rebuilt or stood in for; ``imports`` are the ``--import`` modules."""
     check_model_file(path)
@@ -59,7 +59,7 @@ def _first_line(exc: BaseException) -> str:
     return text[0][:200] if text else "no message"
 
 
-def make_partitioner(backend: str, spec: Optional[str]):
+def make_partitioner(backend: str, spec: Optional[str]) -> Any:
     """An instance of ``--partitioner MODULE:CLASS``, else of ``--backend``'s partitioner."""
     if spec is None:
         if backend not in BACKENDS:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import time
 from pathlib import Path
 
@@ -11,7 +12,7 @@ from .common import EXIT_OK, Steps, UsageError, check_workers, preprocess_settin
 from .inputs import check_model_file, load_program, make_partitioner
 
 
-def cmd_lower(args) -> int:
+def cmd_lower(args: argparse.Namespace) -> int:
     """``fastlower lower``: ``.pt2`` in, ``.pte`` out, report printed."""
     check_model_file(args.model)
     check_workers(args.workers)

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import argparse
 from ..console import out, quiet_torch
 from .common import EXIT_OK, Steps, write_reports
 from .inputs import check_model_file, load_program, make_partitioner
 
 
-def cmd_report(args) -> int:
+def cmd_report(args: argparse.Namespace) -> int:
     """``fastlower report``: the partitioner only, no backend preprocess."""
     check_model_file(args.model)
     quiet_torch(args.debug)

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import argparse
 import sys
 from pathlib import Path
 
 from .common import UsageError, cache_dir_for, check_workers
 
 
-def cmd_run(args) -> int:
+def cmd_run(args: argparse.Namespace) -> int:
     """``fastlower run``: an unchanged script or module, fastlower installed (``fastlower.run``)."""
     if args.module is None and not args.script:
         raise UsageError("give a script (fastlower run SCRIPT.py ARGS...) or a module "
