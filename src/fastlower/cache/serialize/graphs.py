@@ -156,7 +156,7 @@ _LEAVES = frozenset({int, float, bool, str, type(None), torch.dtype, torch.devic
                      torch.layout, torch.memory_format})
 
 
-def _map_refs(value: Any, fn) -> Any:
+def _map_refs(value: Any, fn: Callable[[NodeRef], Any]) -> Any:
     kind = type(value)
     if kind in _LEAVES:  # most arguments (a fast path: this runs for every node)
         return value

@@ -74,7 +74,8 @@ class Reader(pickle.Unpickler):
         return obj
 
 
-def _finish_tensor(t: torch.Tensor, grad: bool, param: bool, extra: Optional[dict]):
+def _finish_tensor(t: torch.Tensor, grad: bool, param: bool,
+                   extra: Optional[Dict[str, Any]]) -> torch.Tensor:
     if param:
         t = torch.nn.Parameter(t, requires_grad=grad)
     elif grad:

@@ -183,7 +183,7 @@ class _SubclassBox:
     def __init__(self, tensor: torch.Tensor) -> None:
         self.tensor = tensor
 
-    def __reduce__(self):
+    def __reduce__(self) -> Tuple[Any, ...]:
         return (_unbox, (self.tensor.__reduce_ex__(PROTOCOL),))
 
 
