@@ -13,22 +13,18 @@ pure-Python planner twin must be used instead:
 from __future__ import annotations
 
 import importlib
-import os
 import warnings
 from types import ModuleType
 from typing import Optional
 
+from .settings import FORCE_PYTHON as FORCE_PYTHON_ENV, force_python as _force_python
+
 __all__ = ["load_core", "FORCE_PYTHON_ENV", "CORE_INTERFACE"]
 
-FORCE_PYTHON_ENV = "FASTLOWER_FORCE_PYTHON"
 # must equal FASTLOWER_CORE_INTERFACE in csrc/bind_info.cpp; bump both together
 CORE_INTERFACE = 7
 
 _warned = False
-
-
-def _force_python() -> bool:
-    return os.environ.get(FORCE_PYTHON_ENV, "").strip().lower() in {"1", "true", "yes", "on"}
 
 
 def load_core() -> Optional[ModuleType]:

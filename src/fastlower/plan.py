@@ -8,7 +8,6 @@ picks one and sequences the calls the way the reference sequences its edits.
 from __future__ import annotations
 
 import logging
-import os
 import warnings
 from dataclasses import dataclass, field
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
@@ -25,7 +24,7 @@ from .encode import EncodedGraph
 
 log = logging.getLogger(__name__)
 
-_core = None if os.environ.get("FASTLOWER_FORCE_PYTHON") == "1" else load_core()
+_core = load_core()  # the one choice of core (FASTLOWER_FORCE_PYTHON: _core_loader)
 
 
 def backend_module():

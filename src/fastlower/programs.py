@@ -19,7 +19,6 @@ torch's module-level factory, which another thread's ``torch.export`` would see.
 from __future__ import annotations
 
 import copy
-import os
 from typing import Any, Callable, Dict, List, Optional
 
 import torch
@@ -32,11 +31,14 @@ from torch.fx import GraphModule
 from torch.fx._lazy_graph_module import _LazyGraphModule
 from torch.fx.graph_module import _get_attr
 
-VALIDATE_ALL_ENV = "FASTLOWER_VALIDATE_ALL"
+from . import settings
+
+VALIDATE_ALL_ENV = settings.VALIDATE_ALL
 
 
 def validate_all() -> bool:
-    return os.environ.get(VALIDATE_ALL_ENV, "").strip().lower() in {"1", "true", "yes", "on"}
+    """Whether every program built runs its verifier (``FASTLOWER_VALIDATE_ALL``)."""
+    return settings.validate_all()
 
 
 def _construct(make_module: Callable[[Any, torch.fx.Graph], GraphModule], validate: bool, *,

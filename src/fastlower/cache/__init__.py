@@ -8,7 +8,8 @@ options. ``info()`` / ``clear()`` describe and empty both caches.
 
 Modules: ``settings`` (folder, switch), ``canonical`` (objects in canonical form),
 ``key`` (the key), ``symbolic`` (fake tensors, symbolic sizes), ``serialize``
-(programs as bytes), ``entry`` (an entry's format), ``manifest`` (backends checked on
+(programs as bytes: a package of writer, reader, graph records and objects kept
+by name), ``entry`` (an entry's format), ``manifest`` (backends checked on
 a hit), ``store`` (the diskcache folder), ``compare`` (first difference),
 ``report`` (the report of a hit), ``access`` (lookup and store rules), ``lowering``
 (the ``to_edge_transform_and_lower`` entry point), ``executorch`` (the ``to_executorch``

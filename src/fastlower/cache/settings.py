@@ -9,16 +9,16 @@ fastlower.cache.disabled():``) keeps the preprocess cache and turns this one off
 
 from __future__ import annotations
 
-import os
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator, Optional
 
+from .. import settings as env
 from ..preprocess.settings import resolve as resolve_preprocess
 
-ENV_SWITCH = "FASTLOWER_LOWERING_CACHE"
+ENV_SWITCH = env.LOWERING_CACHE
 _DISABLED: ContextVar[bool] = ContextVar("fastlower_lowering_cache_disabled", default=False)
 
 
@@ -32,9 +32,8 @@ class LoweringCacheSettings:
 
 
 def switched_off() -> bool:
-    if _DISABLED.get():
-        return True
-    return os.environ.get(ENV_SWITCH, "").strip().lower() in ("0", "false", "no", "off")
+    """Whether the lowering cache is off: inside :func:`disabled`, or by the environment."""
+    return _DISABLED.get() or not env.lowering_cache()
 
 
 def resolve() -> LoweringCacheSettings:

@@ -16,14 +16,14 @@ when :func:`is_active` is false.
 
 from __future__ import annotations
 
-import os
 from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import Any, Dict, Generator, Optional
 
+from .. import settings
 from . import registry
 
-ENV = "FASTLOWER_NATIVE_PARTITIONERS"
+ENV = settings.NATIVE_PARTITIONERS
 
 
 class Scope:
@@ -44,8 +44,8 @@ _SCOPE: ContextVar[Optional[Scope]] = ContextVar("fastlower_accelerated_scope", 
 
 
 def enabled_by_environment() -> bool:
-    """False when ``FASTLOWER_NATIVE_PARTITIONERS`` is 0/false/no/off."""
-    return os.environ.get(ENV, "1").strip().lower() not in {"0", "false", "no", "off"}
+    """False when ``FASTLOWER_NATIVE_PARTITIONERS`` is false (see :mod:`fastlower.settings`)."""
+    return settings.native_partitioners()
 
 
 def is_active() -> bool:

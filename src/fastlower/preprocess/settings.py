@@ -8,7 +8,9 @@ The settings live here instead, beside ``fastlower.strict_tags()``:
     with fastlower.preprocess.options(workers=4, cache_dir="~/.cache/fastlower"):
         fastlower.to_backend(program, partitioner)
 
-A setting left ``None`` falls back to its environment variable, then to the default:
+A setting left ``None`` falls back to its environment variable, then to the default
+(the variables are parsed by :mod:`fastlower.settings`, one rule for all; a bad value
+raises ``fastlower.settings.SettingsError``, a ``ValueError``):
 
 =================  ==========================  =========================================
 option             environment variable        default
@@ -20,7 +22,7 @@ option             environment variable        default
 ``cache_dir``      ``FASTLOWER_CACHE_DIR=DIR`` no cache
 ``cache_size``     ``FASTLOWER_CACHE_SIZE=B``  2 GB (bytes; least-recently-used eviction)
 ``verify``         ``FASTLOWER_CACHE_VERIFY=1`` off: a hit is trusted
-``progress``       ``FASTLOWER_PROGRESS=1``    a bar only when stderr is a terminal
+``progress``       ``FASTLOWER_PROGRESS=1|0``  a bar only when stderr is a terminal
 ``start_method``   ``FASTLOWER_START_METHOD``  ``auto``: ``fork`` when the calling process
                                                runs no other Python thread, else ``spawn``
 =================  ==========================  =========================================
@@ -37,8 +39,10 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Dict, Iterator, Optional, Union
 
+from .. import settings as env
+
 DEFAULT_CACHE_SIZE = 2 * 1024 ** 3
-START_METHODS = ("auto", "fork", "spawn")
+START_METHODS = env.START_METHODS
 
 
 @dataclass(frozen=True)
@@ -58,10 +62,6 @@ _CURRENT = PreprocessOptions()  # process-wide (set_options)
 # inside an options() block: that block's settings, for this thread / context only
 _SCOPED: ContextVar[Optional[PreprocessOptions]] = ContextVar("fastlower_preprocess_options",
                                                              default=None)
-
-
-def _env_flag(name: str) -> bool:
-    return os.environ.get(name, "").strip().lower() in ("1", "true", "yes", "on")
 
 
 def default_workers() -> int:
@@ -87,23 +87,23 @@ class ResolvedOptions:
 def resolve() -> ResolvedOptions:
     """The settings for the lowering about to run."""
     opts = current()
+    # each environment variable is read (and checked) only when its option is unset
     workers = opts.workers
     if workers is None:
-        env = os.environ.get("FASTLOWER_WORKERS", "").strip()
-        workers = int(env) if env else default_workers()
+        workers = env.workers() or default_workers()
     if workers < 1:
         raise ValueError(f"preprocess workers must be >= 1, got {workers}")
-    cache_dir = opts.cache_dir if opts.cache_dir is not None else (
-        os.environ.get("FASTLOWER_CACHE_DIR") or None)
+    cache_dir = opts.cache_dir if opts.cache_dir is not None else env.cache_dir()
     cache_size = opts.cache_size
     if cache_size is None:
-        env = os.environ.get("FASTLOWER_CACHE_SIZE", "").strip()
-        cache_size = int(env) if env else DEFAULT_CACHE_SIZE
-    verify = opts.verify if opts.verify is not None else _env_flag("FASTLOWER_CACHE_VERIFY")
-    progress = opts.progress if opts.progress is not None else (
-        _env_flag("FASTLOWER_PROGRESS") or sys.stderr.isatty())
-    start_method = (opts.start_method or os.environ.get("FASTLOWER_START_METHOD", "").strip()
-                    or "auto").lower()
+        size_from_env = env.cache_size()
+        cache_size = DEFAULT_CACHE_SIZE if size_from_env is None else size_from_env
+    verify = opts.verify if opts.verify is not None else env.cache_verify()
+    progress = opts.progress
+    if progress is None:
+        bar_from_env = env.progress()
+        progress = sys.stderr.isatty() if bar_from_env is None else bar_from_env
+    start_method = (opts.start_method or env.start_method() or "auto").lower()
     if start_method not in START_METHODS:
         raise ValueError(f"preprocess start_method must be one of {START_METHODS}, "
                          f"got {start_method!r}")

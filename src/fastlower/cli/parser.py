@@ -1,0 +1,89 @@
+"""The ``fastlower`` argument parser: one subparser per command, each bound to the
+function that runs it (``args.run``). argparse (stdlib) rather than click:
+subcommands and typed options are all this needs, and it adds no dependency."""
+
+from __future__ import annotations
+
+import argparse
+
+from .cache import cmd_cache
+from .common import ENV_CACHE_DIR
+from .inputs import BACKENDS
+from .lower import cmd_lower
+from .report import cmd_report
+from .run import cmd_run
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The parser of every subcommand; ``args.run`` is the chosen command's function."""
+    parser = argparse.ArgumentParser(
+        prog="fastlower",
+        description="Lower exported PyTorch programs to ExecuTorch with fastlower.")
+    parser.add_argument("--debug", action="store_true", help="show tracebacks and debug logs")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    def preprocessing(p: argparse.ArgumentParser) -> None:
+        p.add_argument("--workers", type=int, metavar="N",
+                       help="preprocess in N processes (default: the usable cores; 1: serial)")
+        cache = p.add_mutually_exclusive_group()
+        cache.add_argument("--cache-dir", metavar="DIR",
+                           help=f"the preprocess cache folder (default: ${ENV_CACHE_DIR}, else "
+                                "the user's cache folder)")
+        cache.add_argument("--no-cache", action="store_true",
+                           help="do not use the preprocess cache")
+
+    def partitioning(p: argparse.ArgumentParser) -> None:
+        p.add_argument("model", metavar="MODEL.pt2", help="a program saved with torch.export.save")
+        p.add_argument("--backend", default="xnnpack",
+                       help=f"backend whose partitioner to use ({', '.join(BACKENDS)}; "
+                            "default xnnpack)")
+        p.add_argument("--partitioner", metavar="MODULE:CLASS",
+                       help="any other partitioner class (constructed without arguments)")
+        p.add_argument("--import", dest="imports", action="append", default=[], metavar="MODULE",
+                       help="import MODULE before loading (for the input/output types it "
+                            "registers); repeatable")
+        p.add_argument("--report-html", metavar="R.html", help="write the HTML report here")
+        p.add_argument("--report-json", metavar="R.json", help="write the JSON report here")
+        p.add_argument("--explorer-json", metavar="N.json",
+                       help="write a Model Explorer node-data overlay (nodes colored by partition)")
+
+    lower = sub.add_parser("lower", help="lower MODEL.pt2 to a .pte and print the report")
+    partitioning(lower)
+    lower.add_argument("-o", "--output", required=True, metavar="MODEL.pte")
+    preprocessing(lower)
+    lower.add_argument("--check", action="store_true",
+                       help="run the .pte in executorch.runtime and compare with the program's "
+                            "output")
+    lower.set_defaults(run=cmd_lower)
+
+    report = sub.add_parser("report", help="preview what would be delegated (partitioner only)")
+    partitioning(report)
+    report.set_defaults(run=cmd_report)
+
+    run = sub.add_parser(
+        "run", help="run an unchanged script (or -m MODULE) with fastlower installed",
+        usage="fastlower run [options] (SCRIPT.py | -m MODULE) [ARGS...]",
+        description="Run SCRIPT.py ARGS (or -m MODULE ARGS) as python would, with fastlower as "
+                    "ExecuTorch's to_backend. Everything after the script or module name is the "
+                    "script's. Reports: one per lowering, R.json -> R.1.json, R.2.json, ... "
+                    "in order.")
+    preprocessing(run)
+    run.add_argument("--report-json", metavar="R.json",
+                     help="write each lowering's JSON report: R.1.json, R.2.json, ...")
+    run.add_argument("--report-html", metavar="R.html",
+                     help="write each lowering's HTML report: R.1.html, R.2.html, ...")
+    run.add_argument("-m", dest="module", nargs=argparse.REMAINDER, metavar="MODULE ARGS",
+                     help="run a module as python -m does; the rest of the line is its arguments")
+    run.add_argument("script", nargs=argparse.REMAINDER, metavar="SCRIPT.py ARGS",
+                     help="the script and its arguments")
+    run.set_defaults(run=cmd_run)
+
+    cache = sub.add_parser("cache", help="the preprocess and lowering caches: info or clear")
+    cache.add_argument("action", choices=["info", "clear"])
+    cache.add_argument("--only", choices=["preprocess", "lowering"],
+                       help="clear: empty only this cache (default: both)")
+    cache.add_argument("--cache-dir", metavar="DIR",
+                       help=f"the cache folder (default: ${ENV_CACHE_DIR}, else the user's cache "
+                            "folder)")
+    cache.set_defaults(run=cmd_cache)
+    return parser

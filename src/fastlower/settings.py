@@ -1,0 +1,228 @@
+"""Every ``FASTLOWER_*`` environment variable fastlower reads, parsed by one rule.
+
+This is the only module of the library that reads the environment; every other
+module asks one of the typed accessors below. The library never writes
+``os.environ``.
+
+The rule, the same for every variable:
+
+* **Read at call time.** Each accessor reads ``os.environ`` when it is called, so a
+  change (``monkeypatch.setenv`` in a test, ``os.environ[...] = ...`` in a script)
+  holds from the next call on. The one value read once per process is the choice
+  of planning core (``FASTLOWER_FORCE_PYTHON``), taken when ``fastlower.plan`` is
+  first imported.
+* **Unset or blank is "not set".** The value is stripped of surrounding whitespace;
+  an empty value means the same as an unset variable: the documented default.
+* **Booleans**: ``1``, ``true``, ``yes``, ``on`` are true; ``0``, ``false``, ``no``,
+  ``off`` are false (any letter case).
+* **Integers**: a decimal integer (``int(value)``), at least the variable's minimum.
+* **Paths**: the value as a path, ``~`` expanded.
+* **Choices**: one of the listed words, in any letter case (returned lower-cased).
+* **Anything else is an error**: :class:`SettingsError` (a ``ValueError``) naming
+  the variable, its value and what it accepts, raised by the accessor, so by the
+  lowering (or command) that asked for it. A bad value is never silently taken for
+  the default.
+
+=============================== ======= ======= =============================================
+variable                        type    default meaning
+=============================== ======= ======= =============================================
+``FASTLOWER_WORKERS``           int>=1  (cores) preprocess worker processes (1: serial)
+``FASTLOWER_CACHE_DIR``         path    (none)  the cache folder (preprocess + lowering cache)
+``FASTLOWER_CACHE_SIZE``        int>=0  2 GB    the cache folder's size limit in bytes
+``FASTLOWER_CACHE_VERIFY``      bool    false   re-run on every cache hit and compare
+``FASTLOWER_PROGRESS``          bool    (tty)   progress bar over partitions
+``FASTLOWER_START_METHOD``      choice  auto    how the worker pool starts: auto/fork/spawn
+``FASTLOWER_LOWERING_CACHE``    bool    true    false: the lowering cache is off
+``FASTLOWER_NATIVE_PARTITIONERS`` bool  true    false: canonical partitioners run unpatched
+``FASTLOWER_VALIDATE_ALL``      bool    false   run the verifier on every program built
+``FASTLOWER_FORCE_PYTHON``      bool    false   plan with the Python twin, not ``_core``
+=============================== ======= ======= =============================================
+
+(The test suites' own switches, ``FASTLOWER_CONFORMANCE_IMPL``, ``FASTLOWER_FUZZ_*``,
+``FASTLOWER_TEST_SRC`` and so on, are read by the tests, never by the library.)
+
+Where a setting also has a Python option (``fastlower.preprocess.options``), the
+option wins and the variable is only its fallback: the accessors return ``None``
+for an unset variable whose default the caller computes.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Dict, Optional, Tuple, Union, cast
+
+__all__ = [
+    "SettingsError", "Variable", "VARIABLES", "raw", "get",
+    "workers", "cache_dir", "cache_size", "cache_verify", "progress", "start_method",
+    "lowering_cache", "native_partitioners", "validate_all", "force_python",
+    "WORKERS", "CACHE_DIR", "CACHE_SIZE", "CACHE_VERIFY", "PROGRESS", "START_METHOD",
+    "LOWERING_CACHE", "NATIVE_PARTITIONERS", "VALIDATE_ALL", "FORCE_PYTHON",
+]
+
+TRUE_WORDS = ("1", "true", "yes", "on")
+FALSE_WORDS = ("0", "false", "no", "off")
+
+WORKERS = "FASTLOWER_WORKERS"
+CACHE_DIR = "FASTLOWER_CACHE_DIR"
+CACHE_SIZE = "FASTLOWER_CACHE_SIZE"
+CACHE_VERIFY = "FASTLOWER_CACHE_VERIFY"
+PROGRESS = "FASTLOWER_PROGRESS"
+START_METHOD = "FASTLOWER_START_METHOD"
+LOWERING_CACHE = "FASTLOWER_LOWERING_CACHE"
+NATIVE_PARTITIONERS = "FASTLOWER_NATIVE_PARTITIONERS"
+VALIDATE_ALL = "FASTLOWER_VALIDATE_ALL"
+FORCE_PYTHON = "FASTLOWER_FORCE_PYTHON"
+
+START_METHODS = ("auto", "fork", "spawn")
+
+Value = Union[bool, int, Path, str, None]
+
+
+class SettingsError(ValueError):
+    """An environment variable's value does not parse (see the module's rule)."""
+
+    def __init__(self, name: str, value: str, expected: str, option: str = "") -> None:
+        what = f" ({option})" if option else ""
+        super().__init__(f"{name}={value!r}{what}: expected {expected}")
+        self.name = name
+        self.value = value
+        self.expected = expected
+
+
+@dataclass(frozen=True)
+class Variable:
+    """One variable: its name, type (``bool``, ``int``, ``path`` or ``choice``), the value
+    an unset variable stands for (``None``: the caller's default) and what it does."""
+
+    name: str
+    kind: str
+    default: Value
+    meaning: str
+    minimum: Optional[int] = None       # int only
+    choices: Tuple[str, ...] = ()       # choice only
+    option: str = ""                    # the Python option it stands in for, if any
+
+    def error(self, value: str, expected: str) -> "SettingsError":
+        return SettingsError(self.name, value, expected, self.option)
+
+
+VARIABLES: Dict[str, Variable] = {v.name: v for v in (
+    Variable(WORKERS, "int", None, "preprocess worker processes (default: usable cores)",
+             minimum=1, option="preprocess workers"),
+    Variable(CACHE_DIR, "path", None, "the cache folder (default: no cache; the CLI: the "
+             "user's cache folder)", option="preprocess cache_dir"),
+    Variable(CACHE_SIZE, "int", None, "the cache's size limit in bytes (default 2 GB)",
+             minimum=0, option="preprocess cache_size"),
+    Variable(CACHE_VERIFY, "bool", False, "re-run preprocess / lowering on every cache hit",
+             option="preprocess verify"),
+    Variable(PROGRESS, "bool", None, "progress bar (default: when stderr is a terminal)",
+             option="preprocess progress"),
+    Variable(START_METHOD, "choice", None, "how fastlower's pool starts workers (default auto)",
+             choices=START_METHODS, option="preprocess start_method"),
+    Variable(LOWERING_CACHE, "bool", True, "false: the lowering cache is off"),
+    Variable(NATIVE_PARTITIONERS, "bool", True, "false: accelerated() leaves the canonical "
+             "partitioners alone"),
+    Variable(VALIDATE_ALL, "bool", False, "run the verifier on every program fastlower builds"),
+    Variable(FORCE_PYTHON, "bool", False, "plan with the pure-Python twin, not fastlower._core"),
+)}
+
+
+def raw(name: str) -> Optional[str]:
+    """The variable's value stripped of surrounding whitespace; ``None`` when unset or blank."""
+    value = os.environ.get(name)
+    if value is None:
+        return None
+    value = value.strip()
+    return value or None
+
+
+def parse(variable: Variable, value: str) -> Value:
+    """``value`` (already stripped, not empty) read as ``variable``'s type; raises
+    :class:`SettingsError` when it does not parse."""
+    if variable.kind == "bool":
+        word = value.lower()
+        if word in TRUE_WORDS:
+            return True
+        if word in FALSE_WORDS:
+            return False
+        raise variable.error(value, "a boolean: " + "/".join(TRUE_WORDS)
+                            + " or " + "/".join(FALSE_WORDS))
+    if variable.kind == "int":
+        least = "" if variable.minimum is None else f" >= {variable.minimum}"
+        try:
+            number = int(value)
+        except ValueError:
+            raise variable.error(value, f"an integer{least}") from None
+        if variable.minimum is not None and number < variable.minimum:
+            raise variable.error(value, f"an integer{least}")
+        return number
+    if variable.kind == "path":
+        return Path(value).expanduser()
+    if variable.kind == "choice":
+        word = value.lower()
+        if word not in variable.choices:
+            raise variable.error(value, "one of " + ", ".join(variable.choices))
+        return word
+    raise AssertionError(f"unknown kind {variable.kind!r} of {variable.name}")
+
+
+def get(name: str) -> Value:
+    """The parsed value of the known variable ``name``, else its default."""
+    variable = VARIABLES[name]
+    value = raw(name)
+    return variable.default if value is None else parse(variable, value)
+
+
+# --------------------------------------------------------------------- typed accessors
+def workers() -> Optional[int]:
+    """``FASTLOWER_WORKERS`` (>= 1), or ``None``: the usable cores."""
+    return cast(Optional[int], get(WORKERS))
+
+
+def cache_dir() -> Optional[Path]:
+    """``FASTLOWER_CACHE_DIR``, or ``None``: no folder from the environment."""
+    return cast(Optional[Path], get(CACHE_DIR))
+
+
+def cache_size() -> Optional[int]:
+    """``FASTLOWER_CACHE_SIZE`` in bytes (>= 0), or ``None``: the default limit."""
+    return cast(Optional[int], get(CACHE_SIZE))
+
+
+def cache_verify() -> bool:
+    """``FASTLOWER_CACHE_VERIFY``: re-run on every cache hit and compare (default false)."""
+    return bool(get(CACHE_VERIFY))
+
+
+def progress() -> Optional[bool]:
+    """``FASTLOWER_PROGRESS``, or ``None``: a bar only when stderr is a terminal."""
+    return cast(Optional[bool], get(PROGRESS))
+
+
+def start_method() -> Optional[str]:
+    """``FASTLOWER_START_METHOD`` lower-cased (one of :data:`START_METHODS`), or ``None``."""
+    return cast(Optional[str], get(START_METHOD))
+
+
+def lowering_cache() -> bool:
+    """``FASTLOWER_LOWERING_CACHE``: false turns the lowering cache off (default true)."""
+    return bool(get(LOWERING_CACHE))
+
+
+def native_partitioners() -> bool:
+    """``FASTLOWER_NATIVE_PARTITIONERS``: false keeps ``accelerated()`` from patching the
+    canonical partitioners (default true)."""
+    return bool(get(NATIVE_PARTITIONERS))
+
+
+def validate_all() -> bool:
+    """``FASTLOWER_VALIDATE_ALL``: the verifier runs on every program built (default false)."""
+    return bool(get(VALIDATE_ALL))
+
+
+def force_python() -> bool:
+    """``FASTLOWER_FORCE_PYTHON``: plan with the Python twin, not ``fastlower._core``
+    (default false)."""
+    return bool(get(FORCE_PYTHON))
