@@ -9,7 +9,7 @@ after the twins; keep in step with ``csrc/bind_*.cpp`` (``CORE_INTERFACE``).
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any, ClassVar, overload
 
-from fastlower._twin.fusion import GraphArrays, PartitionPlan
+from fastlower._schema import GraphArrays, PartitionPlan
 
 INTERFACE: int
 

@@ -19,7 +19,7 @@ from torch.fx.passes.utils import lift_subgraph_as_module
 
 from executorch.exir.delegate import executorch_call_delegate
 
-from ._twin.fusion import (
+from ._schema import (
     KIND_CALL_MODULE, KIND_CONSTANT_COPY, KIND_DELEGATE, KIND_GET_ATTR, KIND_GETITEM,
     OP_OUTPUT, OUT_BUFFER_MUTATION, PartitionPlan,
 )

@@ -16,7 +16,7 @@ from torch.export.exported_program import (
 )
 
 from . import errors, state
-from ._twin.fusion import OP_PLACEHOLDER
+from ._schema import OP_PLACEHOLDER
 from .apply import GraphBuilder, Partition, SignatureIndex
 from .backends import copy_for_backend, find_backend, make_lowered_module
 from .edits import PartitionerEdits, find_edits

@@ -18,9 +18,8 @@ from ._core_loader import load_core
 from ._twin import contract as twin_contract
 from ._twin import grouping as twin_grouping
 from ._twin import identity as twin_identity
-from ._twin.fusion import (
-    OP_OUTPUT, OP_PLACEHOLDER, FusionSimulator, PartitionPlan,
-)
+from ._schema import CONTRACT_OK, OP_OUTPUT, OP_PLACEHOLDER, OWNABLE_ROLES, PartitionPlan, Simulator
+from ._twin.fusion import FusionSimulator
 from .encode import EncodedGraph
 
 log = logging.getLogger(__name__)
@@ -107,7 +106,7 @@ class GraphPlan:
     """
 
     encoded: EncodedGraph
-    sim: object
+    sim: Simulator
     is_submodule: bool
     nested: List[Tuple[int, str, "GraphPlan"]] = field(default_factory=list)
     stop: Optional[PlanStop] = None  # the first error meeting the reference's order
@@ -163,7 +162,7 @@ def _contract_stops(enc: EncodedGraph, tag_names: Sequence[str],
     offsets, flat = _csr(a.users)
     code, _, _ = find_contract_violation(a.op, a.tags, a.roles, enc.no_copy, offsets, flat, False)
     stops = ContractStops()
-    if code == twin_contract.OK:
+    if code == CONTRACT_OK:
         return stops
     tag_of = lambda i: tag_names[a.tags[i]] if a.tags[i] >= 0 else enc.unknown_tags.get(i)  # noqa: E731
     for i, t in enumerate(a.tags):
@@ -175,7 +174,7 @@ def _contract_stops(enc: EncodedGraph, tag_names: Sequence[str],
         if a.op[i] != OP_PLACEHOLDER:
             continue
         other = next((u for u in a.users[i] if a.tags[u] != t), None)
-        if a.roles[i] not in twin_contract.OWNABLE_ROLES:
+        if a.roles[i] not in OWNABLE_ROLES:
             # used by another tag in the top-level graph, it is a duplication candidate:
             # _duplicate_shared_constants meets it in the tag's set order
             if other is None or is_submodule:
@@ -293,7 +292,7 @@ def _duplicate_shared_constants(sim, enc: EncodedGraph, tag_names: Sequence[str]
         touched = []
         for name in names:
             c = by_name[name]
-            if a.roles[c] not in twin_contract.OWNABLE_ROLES:  # a tagged user input
+            if a.roles[c] not in OWNABLE_ROLES:  # a tagged user input
                 return errors.TaggedUserInputError(name, tag_names[t])
             if validate_tagged is not None:  # the reference validates after each duplication
                 try:

@@ -17,109 +17,18 @@ Node and user order semantics mirror torch.fx exactly:
 from __future__ import annotations
 
 from collections import deque
-from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Sequence
 
-from .checks import check_length, check_node_id, check_node_ids
+# The shared data model lives in fastlower._schema; re-exported here so that old import
+# paths keep working.
+from .._schema import (  # noqa: F401
+    KIND_CALL_MODULE, KIND_CONSTANT_COPY, KIND_DELEGATE, KIND_GET_ATTR, KIND_GETITEM,
+    KIND_ORIGINAL, OP_CALL_FUNCTION, OP_CALL_METHOD, OP_CALL_MODULE, OP_GET_ATTR, OP_OUTPUT,
+    OP_PLACEHOLDER, OUT_BUFFER_MUTATION, OUT_OTHER, OUT_USER, ROLE_BUFFER, ROLE_CONSTANT,
+    ROLE_OTHER, ROLE_PARAMETER, ROLE_USER_INPUT, GraphArrays, PartitionPlan,
+)
+from .checks import check_graph_arrays, check_node_id, check_node_ids
 from .namespace import Namespace, snake_case
-
-# node.op codes, shared with the encoder and the C++ core
-OP_PLACEHOLDER, OP_GET_ATTR, OP_CALL_FUNCTION, OP_CALL_MODULE, OP_CALL_METHOD, OP_OUTPUT = range(6)
-# what created a node
-(KIND_ORIGINAL, KIND_CONSTANT_COPY, KIND_CALL_MODULE, KIND_GETITEM, KIND_GET_ATTR,
- KIND_DELEGATE) = range(6)
-# placeholder roles (input spec kinds the contract cares about)
-ROLE_USER_INPUT, ROLE_PARAMETER, ROLE_BUFFER, ROLE_CONSTANT, ROLE_OTHER = range(5)
-# output spec kinds
-OUT_USER, OUT_BUFFER_MUTATION, OUT_OTHER = range(3)
-
-
-@dataclass
-class GraphArrays:
-    """Flat encoding of one FX graph, in node order (see ``fastlower.encode``)."""
-
-    op: List[int]
-    prioritized: List[int]
-    inputs: List[List[int]]  # node.all_input_nodes, in order
-    users: List[List[int]]  # node.users, in dict order
-    names: List[str]
-    tags: List[int]  # index into the tag list, -1 when untagged
-    roles: List[int]  # ROLE_* for placeholders, ROLE_OTHER elsewhere
-    targets: List[int]  # interned input-spec target of placeholders, -1 elsewhere
-    debug_handles: List[int]  # meta["debug_handle"] or 0
-    fake_vals: List[int]  # 1 when meta["val"] is a FakeTensor
-    out_args: List[int]  # output node's args[0]: node id or -1 for a non-node
-    out_kinds: List[int]  # OUT_* of each output spec (top level only)
-    out_targets: List[int]  # interned output-spec target, -1 when none
-
-
-@dataclass
-class PartitionPlan:
-    tag: int
-    nodes: List[int] = field(default_factory=list)  # partition nodes, fused order
-    inputs: List[int] = field(default_factory=list)  # external inputs, placeholder order
-    outputs: List[int] = field(default_factory=list)  # nodes with external users, output order
-    output_order: List[int] = field(default_factory=list)  # arrange_graph_outputs permutation
-    output_kinds: List[int] = field(default_factory=list)  # OUT_* per output (before reorder)
-    output_targets: List[int] = field(default_factory=list)  # buffer target of a mutation output
-    member_inputs: Dict[int, List[int]] = field(default_factory=dict)  # inputs when fused
-    owned: List[int] = field(default_factory=list)  # owned constant placeholders (arranged)
-    call_module: int = -1
-    getitems: List[int] = field(default_factory=list)  # one per output, or [] if used directly
-    get_attr: int = -1
-    delegate: int = -1
-    lowered_index: int = -1
-    debug_handle: int = 0
-    deleted_getitems: List[int] = field(default_factory=list)  # buffer updates the delegate owns
-    # the partition takes parameters, buffers or constants of the top-level program, so the
-    # reference adjusts that program after inserting the delegate
-    owns_state: bool = False
-    single_output: bool = False  # the call's single result is read via getitem(.., 0)
-
-
-def check_graph_arrays(g) -> None:
-    """The checks of ``FusionSimulator(g, ...)`` on a ``GraphArrays``, in the core's order."""
-    where = "FusionSimulator"
-    n = len(g.op)
-    for name in ("prioritized", "inputs", "users", "names", "tags", "roles", "targets",
-                 "debug_handles", "fake_vals"):
-        check_length(where, f"g.{name}", getattr(g, name), n)
-    m = len(g.out_args)
-    check_length(where, "g.out_kinds", g.out_kinds, m)
-    check_length(where, "g.out_targets", g.out_targets, m)
-    for i, o in enumerate(g.op):
-        if not OP_PLACEHOLDER <= o <= OP_OUTPUT:
-            raise ValueError(f"{where}: g.op[{i}] is not an op code in [0, 5]")
-    for adjacency in ("inputs", "users"):
-        for i, xs in enumerate(getattr(g, adjacency)):
-            check_node_ids(where, f"g.{adjacency}[{i}]", xs, n)
-    for i, xs in enumerate(g.inputs):
-        if len(set(xs)) != len(xs):
-            raise ValueError(f"{where}: g.inputs[{i}] lists a node twice")
-    expected = {(x, u) for u, xs in enumerate(g.inputs) for x in xs}
-    seen = set()
-    for x, us in enumerate(g.users):
-        for u in us:
-            if (x, u) not in expected or (x, u) in seen:
-                raise ValueError(f"{where}: g.users[{x}] does not match g.inputs (user {u})")
-            seen.add((x, u))
-    if len(seen) != len(expected):
-        for u, xs in enumerate(g.inputs):
-            for x in xs:
-                if (x, u) not in seen:
-                    raise ValueError(
-                        f"{where}: g.users[{x}] lacks node {u}, which takes it as an input")
-    for p, x in enumerate(g.out_args):
-        if x != -1 and not 0 <= x < n:
-            raise IndexError(f"{where}: g.out_args[{p}] is neither -1 nor a node id in [0, {n})")
-    if m and not (n and g.op[n - 1] == OP_OUTPUT):
-        raise ValueError(
-            f"{where}: g.out_args is not empty but the last node is not an output node")
-    if m:
-        out_inputs = set(g.inputs[n - 1])
-        for p, x in enumerate(g.out_args):
-            if x != -1 and x not in out_inputs:
-                raise ValueError(f"{where}: g.out_args[{p}] is not an input of the output node")
 
 
 _FUSIBLE = (KIND_ORIGINAL, KIND_CONSTANT_COPY)
