@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import dataclasses
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -125,3 +127,15 @@ def test_built_core_agrees():
     with pytest.raises(ValueError):
         core.group_by_tag([], s.MAX_TAGS + 1)
     assert len(core.group_by_tag([], s.MAX_TAGS)) == s.MAX_TAGS
+
+
+def test_core_stub_matches_the_extension():
+    """``_core.pyi`` names every function, class, method and property of the built
+    extension, with its parameters (mypy's stubtest; skipped without a build)."""
+    pytest.importorskip("fastlower._core")
+    pytest.importorskip("mypy.stubtest")
+    allowlist = Path(__file__).parent / "stubtest" / "core_allowlist.txt"
+    run = subprocess.run(
+        [sys.executable, "-m", "mypy.stubtest", "fastlower._core", "--allowlist", str(allowlist)],
+        capture_output=True, text=True, timeout=600)
+    assert run.returncode == 0, run.stdout + run.stderr

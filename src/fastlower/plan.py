@@ -11,7 +11,7 @@ import logging
 import os
 import warnings
 from dataclasses import dataclass, field
-from typing import Callable, Dict, List, Optional, Sequence, Tuple
+from typing import TYPE_CHECKING, Callable, Dict, List, Optional, Sequence, Tuple
 
 from . import errors
 from ._core_loader import load_core
@@ -50,7 +50,15 @@ def first_difference(*args) -> int:
     return twin_identity.first_difference(*args)
 
 
-def _new_simulator(enc: EncodedGraph, tag_names, is_submodule, top):
+if TYPE_CHECKING:  # mypy checks here that the core's stub (_core.pyi) meets the protocol
+    from ._core import FusionSimulator as _CoreSimulator
+
+    def _core_is_a_simulator(sim: _CoreSimulator) -> Simulator:
+        return sim
+
+
+def _new_simulator(enc: EncodedGraph, tag_names: Sequence[str], is_submodule: bool,
+                   top: Optional[Simulator]) -> Simulator:
     if _core is not None and hasattr(_core, "FusionSimulator"):
         try:
             return _core.FusionSimulator(enc.arrays, list(tag_names), is_submodule, top,

@@ -25,7 +25,7 @@ from .._schema import (  # noqa: F401
     KIND_CALL_MODULE, KIND_CONSTANT_COPY, KIND_DELEGATE, KIND_GET_ATTR, KIND_GETITEM,
     KIND_ORIGINAL, OP_CALL_FUNCTION, OP_CALL_METHOD, OP_CALL_MODULE, OP_GET_ATTR, OP_OUTPUT,
     OP_PLACEHOLDER, OUT_BUFFER_MUTATION, OUT_OTHER, OUT_USER, ROLE_BUFFER, ROLE_CONSTANT,
-    ROLE_OTHER, ROLE_PARAMETER, ROLE_USER_INPUT, GraphArrays, PartitionPlan,
+    ROLE_OTHER, ROLE_PARAMETER, ROLE_USER_INPUT, GraphArrays, PartitionPlan, Simulator,
 )
 from .checks import check_graph_arrays, check_node_id, check_node_ids
 from .namespace import Namespace, snake_case
@@ -38,14 +38,15 @@ class FusionSimulator:
     """Replays the reference's edits on one graph; see the module docstring."""
 
     def __init__(self, g: GraphArrays, tag_names: Sequence[str], is_submodule: bool,
-                 top: Optional["FusionSimulator"] = None,
+                 top: Optional[Simulator] = None,
                  taken_lowered: Sequence[int] = ()) -> None:
         check_graph_arrays(g)
         n = len(g.op)
         self.g = g
         self.tag_names = list(tag_names)
         self.is_submodule = is_submodule
-        self.top = top if top is not None else self
+        # the top-level simulator (this one at the top level), the core's or the twin's
+        self.top: Simulator = top if top is not None else self
         self.op = list(g.op)
         self.kind = [KIND_ORIGINAL] * n
         self.origin = list(range(n))  # original node a copy/getitem derives from
