@@ -17,7 +17,7 @@ Node and user order semantics mirror torch.fx exactly:
 from __future__ import annotations
 
 from collections import deque
-from typing import Dict, List, Optional, Sequence
+from typing import Deque, Dict, List, Optional, Sequence
 
 # The shared data model lives in fastlower._schema; re-exported here so that old import
 # paths keep working.
@@ -28,13 +28,14 @@ from .._schema import (  # noqa: F401
     ROLE_OTHER, ROLE_PARAMETER, ROLE_USER_INPUT, GraphArrays, PartitionPlan, Simulator,
 )
 from .checks import check_graph_arrays, check_node_id, check_node_ids
+from .graph import NodeGraph
 from .namespace import Namespace, snake_case
 
 
 _FUSIBLE = (KIND_ORIGINAL, KIND_CONSTANT_COPY)
 
 
-class FusionSimulator:
+class FusionSimulator(NodeGraph):
     """Replays the reference's edits on one graph; see the module docstring."""
 
     def __init__(self, g: GraphArrays, tag_names: Sequence[str], is_submodule: bool,
@@ -81,92 +82,6 @@ class FusionSimulator:
             raise ValueError("taken_lowered: lowered module indices are >= 0")
         self.copies: List[int] = []  # constant copies, creation order
         self.copy_target: Dict[int, str] = {}  # placeholder target of each copy
-
-    # -- graph primitives ---------------------------------------------------
-    def _new_node(self, op: int, kind: int, inputs: List[int], name: str, origin: int) -> int:
-        i = len(self.op)
-        self.op.append(op)
-        self.kind.append(kind)
-        self.origin.append(origin)
-        self.prio.append(0)
-        self.inputs.append(inputs)
-        self.users.append({})
-        self.names.append(name)
-        self.tags.append(-1)
-        self.dh.append(0)
-        self.fake.append(0)
-        self.alive.append(True)
-        self.getitem_index.append(-1)
-        self.partition_of.append(-1)
-        self.next.append(-1)
-        self.prev.append(-1)
-        self.pos.append(-1)
-        for x in inputs:
-            self.users[x][i] = None
-        return i
-
-    def _link_after(self, i: int, anchor: int) -> None:
-        nxt = self.next[anchor]
-        self.prev[i], self.next[i] = anchor, nxt
-        self.next[anchor] = i
-        if anchor == self.tail:
-            self.tail = i
-        else:
-            self.prev[nxt] = i
-
-    def _link_before(self, i: int, anchor: int) -> None:
-        prv = self.prev[anchor]
-        self.prev[i], self.next[i] = prv, anchor
-        self.prev[anchor] = i
-        if anchor == self.head:
-            self.head = i
-        else:
-            self.next[prv] = i
-
-    def _unlink(self, i: int) -> None:
-        prv, nxt = self.prev[i], self.next[i]
-        if i == self.head:
-            self.head = nxt if i != self.tail else -1
-        else:
-            self.next[prv] = nxt
-        if i == self.tail:
-            self.tail = prv
-        else:
-            self.prev[nxt] = prv
-
-    def order(self) -> List[int]:
-        out, i = [], self.head
-        while i != -1:
-            out.append(i)
-            i = -1 if i == self.tail else self.next[i]
-        return out
-
-    def _set_inputs(self, u: int, new_inputs: List[int]) -> None:
-        """``u.args = ...``: u leaves the users of its old inputs, joins the new ones at the end."""
-        for x in self.inputs[u]:
-            self.users[x].pop(u, None)
-        seen: Dict[int, None] = {}
-        for x in new_inputs:
-            seen.setdefault(x)
-        self.inputs[u] = list(seen)
-        for x in self.inputs[u]:
-            self.users[x][u] = None
-
-    def _replace_all_uses(self, old: int, new: int) -> None:
-        # output specs follow out_args positions and are renamed at the end
-        for u in list(self.users[old]):
-            self._replace_input(u, old, new)
-
-    def _replace_input(self, u: int, old: int, new: int) -> None:
-        self._set_inputs(u, [new if x == old else x for x in self.inputs[u]])
-        if u == self.output_node:
-            self.out_args = [new if x == old else x for x in self.out_args]
-
-    def _erase(self, i: int) -> None:
-        for x in self.inputs[i]:
-            self.users[x].pop(i, None)
-        self.alive[i] = False
-        self._unlink(i)
 
     # -- constant duplication (top level, before any fusion) -----------------
     def duplicate_constant(self, c: int) -> List[int]:
@@ -217,7 +132,7 @@ class FusionSimulator:
         inside = set(members)
         limit = max(self.pos[m] for m in members)
         parent: Dict[int, int] = {}
-        queue = deque()
+        queue: Deque[int] = deque()
         for m in members:
             for u in self.users[m]:
                 if u not in inside and u not in parent and self.pos[u] <= limit:
@@ -348,42 +263,6 @@ class FusionSimulator:
                 if self.kind[gi] == KIND_GETITEM and self.getitem_index[gi] in new_index:
                     self.getitem_index[gi] = new_index[self.getitem_index[gi]]
                     self._set_inputs(gi, self.inputs[gi])
-
-    def legalize(self) -> None:
-        """``legalize_graph``: Kahn's algorithm, FIFO, prioritised ops jump the queue."""
-        order = self.order()
-        indeg = {i: len(self.inputs[i]) for i in order}
-        queue = deque(i for i in order if indeg[i] == 0)
-        new_order = []
-        while queue:
-            cur = queue.popleft()
-            new_order.append(cur)
-            for u in self.users[cur]:
-                indeg[u] -= 1
-                if indeg[u] == 0:
-                    if self.prio[u]:
-                        queue.appendleft(u)
-                    else:
-                        queue.append(u)
-        if len(new_order) != len(order):
-            stuck = [self.names[i] for i in order if indeg[i] != 0]
-            raise RuntimeError(f"graph has a cycle through {stuck[:10]}")
-        self._relink(new_order)
-        for i in new_order:
-            for x in self.inputs[i]:
-                self.users[x].pop(i, None)
-        for i in new_order:
-            for x in self.inputs[i]:
-                self.users[x][i] = None
-        self.ns = Namespace(self.names[i] for i in new_order)
-
-    def _relink(self, new_order: List[int]) -> None:
-        for p, i in enumerate(new_order):
-            self.pos[i] = p
-            self.prev[i] = new_order[p - 1] if p else -1
-            self.next[i] = new_order[p + 1] if p + 1 < len(new_order) else -1
-        self.head = new_order[0] if new_order else -1
-        self.tail = new_order[-1] if new_order else -1
 
     # -- delegate insertion -----------------------------------------------------
     def insert_delegate(self, pid: int) -> None:
