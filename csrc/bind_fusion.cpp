@@ -50,7 +50,7 @@ const py::object &plan_class() {
     PYBIND11_CONSTINIT static py::gil_safe_call_once_and_store<py::object> storage;
     return storage
         .call_once_and_store_result(
-            [] { return py::module_::import("fastlower._twin.fusion").attr("PartitionPlan"); })
+            [] { return py::module_::import("fastlower._schema").attr("PartitionPlan"); })
         .get_stored();
 }
 

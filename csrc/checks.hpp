@@ -11,11 +11,13 @@
 #include <string>
 #include <vector>
 
+#include "schema.hpp"
+
 namespace fastlower {
 namespace checks {
 
 // group_by_tag returns one list per tag: bound the output a caller can ask for
-constexpr int64_t kMaxTags = int64_t(1) << 20;
+constexpr int64_t kMaxTags = MAX_TAGS;
 
 [[noreturn]] inline void value_error(const std::string &msg) { throw std::invalid_argument(msg); }
 [[noreturn]] inline void index_error(const std::string &msg) { throw std::out_of_range(msg); }

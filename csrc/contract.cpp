@@ -23,18 +23,18 @@ std::tuple<int64_t, int64_t, int64_t> find_contract_violation(
     for (size_t i = 0; i < n; ++i) {
         const int64_t t = tags[i];
         const int64_t node = static_cast<int64_t>(i);
-        if (t == -1 || (t == -2 && !strict_tags)) continue;
-        if (t == -2) return {UNKNOWN_TAG, node, -1};
+        if (t == TAG_NONE || (t == TAG_UNKNOWN && !strict_tags)) continue;
+        if (t == TAG_UNKNOWN) return {CONTRACT_UNKNOWN_TAG, node, -1};
         const int64_t o = op[i];
-        if (o == OP_OUTPUT) return {TAGGED_OUTPUT, node, -1};
+        if (o == OP_OUTPUT) return {CONTRACT_TAGGED_OUTPUT, node, -1};
         if (o == OP_PLACEHOLDER) {
             const int64_t role = roles[i];
             if (role != ROLE_PARAMETER && role != ROLE_BUFFER && role != ROLE_CONSTANT)
-                return {TAGGED_USER_INPUT, node, -1};
+                return {CONTRACT_TAGGED_USER_INPUT, node, -1};
             if (no_copy[i]) {
                 for (int64_t k = users_offsets[i]; k < users_offsets[i + 1]; ++k) {
                     const int64_t u = users_flat[static_cast<size_t>(k)];
-                    if (tags[static_cast<size_t>(u)] != t) return {NO_COPY_SHARED, node, u};
+                    if (tags[static_cast<size_t>(u)] != t) return {CONTRACT_NO_COPY_SHARED, node, u};
                 }
             }
         }

@@ -5,12 +5,11 @@
 #include <tuple>
 #include <vector>
 
+#include "schema.hpp"
+
 namespace fastlower {
 
-// violation codes, shared with the twin
-enum : int64_t { CONTRACT_OK = 0, TAGGED_OUTPUT, TAGGED_USER_INPUT, UNKNOWN_TAG, NO_COPY_SHARED };
-
-// The first broken rule as (code, node, other node), or (OK, -1, -1).  Unknown
+// The first broken rule as (CONTRACT_* code, node, other node), or (CONTRACT_OK, -1, -1).  Unknown
 // tags (-2) are a violation only when strict_tags.  Malformed arrays (lengths,
 // CSR offsets, user ids, tags below -2) throw std::invalid_argument /
 // std::out_of_range before anything is read (checks.hpp).

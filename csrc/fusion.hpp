@@ -18,20 +18,9 @@
 #include <vector>
 
 #include "namespace.hpp"
+#include "schema.hpp"
 
 namespace fastlower {
-
-enum : int32_t { OP_PLACEHOLDER = 0, OP_GET_ATTR, OP_CALL_FUNCTION, OP_CALL_MODULE, OP_CALL_METHOD, OP_OUTPUT };
-enum : int32_t {
-    KIND_ORIGINAL = 0,
-    KIND_CONSTANT_COPY,
-    KIND_CALL_MODULE,
-    KIND_GETITEM,
-    KIND_GET_ATTR,
-    KIND_DELEGATE
-};
-enum : int64_t { ROLE_USER_INPUT = 0, ROLE_PARAMETER, ROLE_BUFFER, ROLE_CONSTANT, ROLE_OTHER };
-enum : int64_t { OUT_USER = 0, OUT_BUFFER_MUTATION, OUT_OTHER };
 
 // legalize() found nodes it cannot order: RuntimeError(f"graph has a cycle through {stuck[:10]}")
 struct CycleError : std::runtime_error {

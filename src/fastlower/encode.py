@@ -12,7 +12,7 @@ from torch._subclasses.fake_tensor import FakeTensor
 from torch.export import ExportedProgram
 from torch.export.graph_signature import InputKind, OutputKind
 
-from ._twin.fusion import (
+from ._schema import (
     OP_CALL_FUNCTION, OP_CALL_METHOD, OP_CALL_MODULE, OP_GET_ATTR, OP_OUTPUT, OP_PLACEHOLDER,
     OUT_BUFFER_MUTATION, OUT_OTHER, OUT_USER, ROLE_BUFFER, ROLE_CONSTANT, ROLE_OTHER,
     ROLE_PARAMETER, ROLE_USER_INPUT, GraphArrays,

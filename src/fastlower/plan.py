@@ -10,16 +10,15 @@ from __future__ import annotations
 import logging
 import warnings
 from dataclasses import dataclass, field
-from typing import Callable, Dict, List, Optional, Sequence, Tuple
+from typing import TYPE_CHECKING, Callable, Dict, List, Optional, Sequence, Tuple
 
 from . import errors
 from ._core_loader import load_core
 from ._twin import contract as twin_contract
 from ._twin import grouping as twin_grouping
 from ._twin import identity as twin_identity
-from ._twin.fusion import (
-    OP_OUTPUT, OP_PLACEHOLDER, FusionSimulator, PartitionPlan,
-)
+from ._schema import CONTRACT_OK, OP_OUTPUT, OP_PLACEHOLDER, OWNABLE_ROLES, PartitionPlan, Simulator
+from ._twin.fusion import FusionSimulator
 from .encode import EncodedGraph
 
 log = logging.getLogger(__name__)
@@ -50,7 +49,15 @@ def first_difference(*args) -> int:
     return twin_identity.first_difference(*args)
 
 
-def _new_simulator(enc: EncodedGraph, tag_names, is_submodule, top):
+if TYPE_CHECKING:  # mypy checks here that the core's stub (_core.pyi) meets the protocol
+    from ._core import FusionSimulator as _CoreSimulator
+
+    def _core_is_a_simulator(sim: _CoreSimulator) -> Simulator:
+        return sim
+
+
+def _new_simulator(enc: EncodedGraph, tag_names: Sequence[str], is_submodule: bool,
+                   top: Optional[Simulator]) -> Simulator:
     if _core is not None and hasattr(_core, "FusionSimulator"):
         try:
             return _core.FusionSimulator(enc.arrays, list(tag_names), is_submodule, top,
@@ -106,7 +113,7 @@ class GraphPlan:
     """
 
     encoded: EncodedGraph
-    sim: object
+    sim: Simulator
     is_submodule: bool
     nested: List[Tuple[int, str, "GraphPlan"]] = field(default_factory=list)
     stop: Optional[PlanStop] = None  # the first error meeting the reference's order
@@ -162,7 +169,7 @@ def _contract_stops(enc: EncodedGraph, tag_names: Sequence[str],
     offsets, flat = _csr(a.users)
     code, _, _ = find_contract_violation(a.op, a.tags, a.roles, enc.no_copy, offsets, flat, False)
     stops = ContractStops()
-    if code == twin_contract.OK:
+    if code == CONTRACT_OK:
         return stops
     tag_of = lambda i: tag_names[a.tags[i]] if a.tags[i] >= 0 else enc.unknown_tags.get(i)  # noqa: E731
     for i, t in enumerate(a.tags):
@@ -174,7 +181,7 @@ def _contract_stops(enc: EncodedGraph, tag_names: Sequence[str],
         if a.op[i] != OP_PLACEHOLDER:
             continue
         other = next((u for u in a.users[i] if a.tags[u] != t), None)
-        if a.roles[i] not in twin_contract.OWNABLE_ROLES:
+        if a.roles[i] not in OWNABLE_ROLES:
             # used by another tag in the top-level graph, it is a duplication candidate:
             # _duplicate_shared_constants meets it in the tag's set order
             if other is None or is_submodule:
@@ -292,7 +299,7 @@ def _duplicate_shared_constants(sim, enc: EncodedGraph, tag_names: Sequence[str]
         touched = []
         for name in names:
             c = by_name[name]
-            if a.roles[c] not in twin_contract.OWNABLE_ROLES:  # a tagged user input
+            if a.roles[c] not in OWNABLE_ROLES:  # a tagged user input
                 return errors.TaggedUserInputError(name, tag_names[t])
             if validate_tagged is not None:  # the reference validates after each duplication
                 try:

@@ -12,7 +12,7 @@ import torch
 from torch import nn
 from torch.export import export
 
-from fastlower._twin.fusion import (
+from fastlower._schema import (
     OP_CALL_FUNCTION, OP_CALL_METHOD, OP_CALL_MODULE, OP_GET_ATTR, OP_OUTPUT, OP_PLACEHOLDER,
     OUT_BUFFER_MUTATION, OUT_USER, ROLE_BUFFER, ROLE_CONSTANT, ROLE_OTHER, ROLE_PARAMETER,
     ROLE_USER_INPUT,

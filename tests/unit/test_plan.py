@@ -19,7 +19,7 @@ from torch.export import export
 
 from fastlower import errors
 from fastlower import plan as fl_plan
-from fastlower._twin.fusion import OUT_BUFFER_MUTATION, OUT_USER
+from fastlower._schema import OUT_BUFFER_MUTATION, OUT_USER
 from fastlower._twin.fusion import FusionSimulator as TwinSimulator
 from fastlower.encode import Interner, encode_graph
 

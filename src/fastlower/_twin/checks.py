@@ -16,8 +16,10 @@ from __future__ import annotations
 
 from typing import Sequence
 
-# group_by_tag returns one list per tag: bound the output a caller can ask for
-MAX_TAGS = 1 << 20
+from .._schema import MAX_TAGS, OP_OUTPUT, OP_PLACEHOLDER, GraphArrays
+
+__all__ = ["MAX_TAGS", "check_length", "check_node_ids", "check_node_id", "check_csr",
+           "check_tag_ids", "check_graph_arrays"]
 
 
 def check_length(where: str, name: str, seq: Sequence, n: int) -> None:
@@ -60,3 +62,48 @@ def check_tag_ids(where: str, name: str, tags: Sequence[int], n_tags: int) -> No
         if t < -2 or (n_tags >= 0 and t >= n_tags):
             bound = f"in [0, {n_tags})" if n_tags >= 0 else ">= 0"
             raise IndexError(f"{where}: {name}[{k}] is not -2, -1 or a tag id {bound}")
+
+
+def check_graph_arrays(g: GraphArrays) -> None:
+    """The checks of ``FusionSimulator(g, ...)`` on a ``GraphArrays``, in the core's order."""
+    where = "FusionSimulator"
+    n = len(g.op)
+    for name in ("prioritized", "inputs", "users", "names", "tags", "roles", "targets",
+                 "debug_handles", "fake_vals"):
+        check_length(where, f"g.{name}", getattr(g, name), n)
+    m = len(g.out_args)
+    check_length(where, "g.out_kinds", g.out_kinds, m)
+    check_length(where, "g.out_targets", g.out_targets, m)
+    for i, o in enumerate(g.op):
+        if not OP_PLACEHOLDER <= o <= OP_OUTPUT:
+            raise ValueError(f"{where}: g.op[{i}] is not an op code in [0, 5]")
+    for adjacency in ("inputs", "users"):
+        for i, xs in enumerate(getattr(g, adjacency)):
+            check_node_ids(where, f"g.{adjacency}[{i}]", xs, n)
+    for i, xs in enumerate(g.inputs):
+        if len(set(xs)) != len(xs):
+            raise ValueError(f"{where}: g.inputs[{i}] lists a node twice")
+    expected = {(x, u) for u, xs in enumerate(g.inputs) for x in xs}
+    seen = set()
+    for x, us in enumerate(g.users):
+        for u in us:
+            if (x, u) not in expected or (x, u) in seen:
+                raise ValueError(f"{where}: g.users[{x}] does not match g.inputs (user {u})")
+            seen.add((x, u))
+    if len(seen) != len(expected):
+        for u, xs in enumerate(g.inputs):
+            for x in xs:
+                if (x, u) not in seen:
+                    raise ValueError(
+                        f"{where}: g.users[{x}] lacks node {u}, which takes it as an input")
+    for p, x in enumerate(g.out_args):
+        if x != -1 and not 0 <= x < n:
+            raise IndexError(f"{where}: g.out_args[{p}] is neither -1 nor a node id in [0, {n})")
+    if m and not (n and g.op[n - 1] == OP_OUTPUT):
+        raise ValueError(
+            f"{where}: g.out_args is not empty but the last node is not an output node")
+    if m:
+        out_inputs = set(g.inputs[n - 1])
+        for p, x in enumerate(g.out_args):
+            if x != -1 and x not in out_inputs:
+                raise ValueError(f"{where}: g.out_args[{p}] is not an input of the output node")

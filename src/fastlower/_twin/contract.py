@@ -5,14 +5,17 @@ from __future__ import annotations
 from typing import Sequence, Tuple
 
 from .checks import check_csr, check_length, check_node_ids, check_tag_ids
-from .fusion import OP_OUTPUT, OP_PLACEHOLDER, ROLE_BUFFER, ROLE_CONSTANT, ROLE_PARAMETER
+from .._schema import (
+    CONTRACT_NO_COPY_SHARED, CONTRACT_OK, CONTRACT_TAGGED_OUTPUT, CONTRACT_TAGGED_USER_INPUT,
+    CONTRACT_UNKNOWN_TAG, OP_OUTPUT, OP_PLACEHOLDER, OWNABLE_ROLES,
+)
 
-# violation codes, shared with the C++ core
-OK, TAGGED_OUTPUT, TAGGED_USER_INPUT, UNKNOWN_TAG, NO_COPY_SHARED = range(5)
-
-# placeholder roles a partition may own (the reference's is_param / is_buffer /
-# is_lifted_tensor_constant)
-OWNABLE_ROLES = (ROLE_PARAMETER, ROLE_BUFFER, ROLE_CONSTANT)
+# violation codes (fastlower._schema), under their old names
+OK, TAGGED_OUTPUT, TAGGED_USER_INPUT, UNKNOWN_TAG, NO_COPY_SHARED = (
+    CONTRACT_OK, CONTRACT_TAGGED_OUTPUT, CONTRACT_TAGGED_USER_INPUT, CONTRACT_UNKNOWN_TAG,
+    CONTRACT_NO_COPY_SHARED)
+__all__ = ["find_contract_violation", "OWNABLE_ROLES", "OK", "TAGGED_OUTPUT",
+           "TAGGED_USER_INPUT", "UNKNOWN_TAG", "NO_COPY_SHARED"]
 
 
 def find_contract_violation(op: Sequence[int], tags: Sequence[int], roles: Sequence[int],

@@ -17,126 +17,37 @@ Node and user order semantics mirror torch.fx exactly:
 from __future__ import annotations
 
 from collections import deque
-from dataclasses import dataclass, field
-from typing import Dict, List, Optional, Sequence
+from typing import Deque, Dict, List, Optional, Sequence
 
-from .checks import check_length, check_node_id, check_node_ids
+# The shared data model lives in fastlower._schema; re-exported here so that old import
+# paths keep working.
+from .._schema import (  # noqa: F401
+    KIND_CALL_MODULE, KIND_CONSTANT_COPY, KIND_DELEGATE, KIND_GET_ATTR, KIND_GETITEM,
+    KIND_ORIGINAL, OP_CALL_FUNCTION, OP_CALL_METHOD, OP_CALL_MODULE, OP_GET_ATTR, OP_OUTPUT,
+    OP_PLACEHOLDER, OUT_BUFFER_MUTATION, OUT_OTHER, OUT_USER, ROLE_BUFFER, ROLE_CONSTANT,
+    ROLE_OTHER, ROLE_PARAMETER, ROLE_USER_INPUT, GraphArrays, PartitionPlan, Simulator,
+)
+from .checks import check_graph_arrays, check_node_id, check_node_ids
+from .graph import NodeGraph
 from .namespace import Namespace, snake_case
-
-# node.op codes, shared with the encoder and the C++ core
-OP_PLACEHOLDER, OP_GET_ATTR, OP_CALL_FUNCTION, OP_CALL_MODULE, OP_CALL_METHOD, OP_OUTPUT = range(6)
-# what created a node
-(KIND_ORIGINAL, KIND_CONSTANT_COPY, KIND_CALL_MODULE, KIND_GETITEM, KIND_GET_ATTR,
- KIND_DELEGATE) = range(6)
-# placeholder roles (input spec kinds the contract cares about)
-ROLE_USER_INPUT, ROLE_PARAMETER, ROLE_BUFFER, ROLE_CONSTANT, ROLE_OTHER = range(5)
-# output spec kinds
-OUT_USER, OUT_BUFFER_MUTATION, OUT_OTHER = range(3)
-
-
-@dataclass
-class GraphArrays:
-    """Flat encoding of one FX graph, in node order (see ``fastlower.encode``)."""
-
-    op: List[int]
-    prioritized: List[int]
-    inputs: List[List[int]]  # node.all_input_nodes, in order
-    users: List[List[int]]  # node.users, in dict order
-    names: List[str]
-    tags: List[int]  # index into the tag list, -1 when untagged
-    roles: List[int]  # ROLE_* for placeholders, ROLE_OTHER elsewhere
-    targets: List[int]  # interned input-spec target of placeholders, -1 elsewhere
-    debug_handles: List[int]  # meta["debug_handle"] or 0
-    fake_vals: List[int]  # 1 when meta["val"] is a FakeTensor
-    out_args: List[int]  # output node's args[0]: node id or -1 for a non-node
-    out_kinds: List[int]  # OUT_* of each output spec (top level only)
-    out_targets: List[int]  # interned output-spec target, -1 when none
-
-
-@dataclass
-class PartitionPlan:
-    tag: int
-    nodes: List[int] = field(default_factory=list)  # partition nodes, fused order
-    inputs: List[int] = field(default_factory=list)  # external inputs, placeholder order
-    outputs: List[int] = field(default_factory=list)  # nodes with external users, output order
-    output_order: List[int] = field(default_factory=list)  # arrange_graph_outputs permutation
-    output_kinds: List[int] = field(default_factory=list)  # OUT_* per output (before reorder)
-    output_targets: List[int] = field(default_factory=list)  # buffer target of a mutation output
-    member_inputs: Dict[int, List[int]] = field(default_factory=dict)  # inputs when fused
-    owned: List[int] = field(default_factory=list)  # owned constant placeholders (arranged)
-    call_module: int = -1
-    getitems: List[int] = field(default_factory=list)  # one per output, or [] if used directly
-    get_attr: int = -1
-    delegate: int = -1
-    lowered_index: int = -1
-    debug_handle: int = 0
-    deleted_getitems: List[int] = field(default_factory=list)  # buffer updates the delegate owns
-    # the partition takes parameters, buffers or constants of the top-level program, so the
-    # reference adjusts that program after inserting the delegate
-    owns_state: bool = False
-    single_output: bool = False  # the call's single result is read via getitem(.., 0)
-
-
-def check_graph_arrays(g) -> None:
-    """The checks of ``FusionSimulator(g, ...)`` on a ``GraphArrays``, in the core's order."""
-    where = "FusionSimulator"
-    n = len(g.op)
-    for name in ("prioritized", "inputs", "users", "names", "tags", "roles", "targets",
-                 "debug_handles", "fake_vals"):
-        check_length(where, f"g.{name}", getattr(g, name), n)
-    m = len(g.out_args)
-    check_length(where, "g.out_kinds", g.out_kinds, m)
-    check_length(where, "g.out_targets", g.out_targets, m)
-    for i, o in enumerate(g.op):
-        if not OP_PLACEHOLDER <= o <= OP_OUTPUT:
-            raise ValueError(f"{where}: g.op[{i}] is not an op code in [0, 5]")
-    for adjacency in ("inputs", "users"):
-        for i, xs in enumerate(getattr(g, adjacency)):
-            check_node_ids(where, f"g.{adjacency}[{i}]", xs, n)
-    for i, xs in enumerate(g.inputs):
-        if len(set(xs)) != len(xs):
-            raise ValueError(f"{where}: g.inputs[{i}] lists a node twice")
-    expected = {(x, u) for u, xs in enumerate(g.inputs) for x in xs}
-    seen = set()
-    for x, us in enumerate(g.users):
-        for u in us:
-            if (x, u) not in expected or (x, u) in seen:
-                raise ValueError(f"{where}: g.users[{x}] does not match g.inputs (user {u})")
-            seen.add((x, u))
-    if len(seen) != len(expected):
-        for u, xs in enumerate(g.inputs):
-            for x in xs:
-                if (x, u) not in seen:
-                    raise ValueError(
-                        f"{where}: g.users[{x}] lacks node {u}, which takes it as an input")
-    for p, x in enumerate(g.out_args):
-        if x != -1 and not 0 <= x < n:
-            raise IndexError(f"{where}: g.out_args[{p}] is neither -1 nor a node id in [0, {n})")
-    if m and not (n and g.op[n - 1] == OP_OUTPUT):
-        raise ValueError(
-            f"{where}: g.out_args is not empty but the last node is not an output node")
-    if m:
-        out_inputs = set(g.inputs[n - 1])
-        for p, x in enumerate(g.out_args):
-            if x != -1 and x not in out_inputs:
-                raise ValueError(f"{where}: g.out_args[{p}] is not an input of the output node")
 
 
 _FUSIBLE = (KIND_ORIGINAL, KIND_CONSTANT_COPY)
 
 
-class FusionSimulator:
+class FusionSimulator(NodeGraph):
     """Replays the reference's edits on one graph; see the module docstring."""
 
     def __init__(self, g: GraphArrays, tag_names: Sequence[str], is_submodule: bool,
-                 top: Optional["FusionSimulator"] = None,
+                 top: Optional[Simulator] = None,
                  taken_lowered: Sequence[int] = ()) -> None:
         check_graph_arrays(g)
         n = len(g.op)
         self.g = g
         self.tag_names = list(tag_names)
         self.is_submodule = is_submodule
-        self.top = top if top is not None else self
+        # the top-level simulator (this one at the top level), the core's or the twin's
+        self.top: Simulator = top if top is not None else self
         self.op = list(g.op)
         self.kind = [KIND_ORIGINAL] * n
         self.origin = list(range(n))  # original node a copy/getitem derives from
@@ -171,92 +82,6 @@ class FusionSimulator:
             raise ValueError("taken_lowered: lowered module indices are >= 0")
         self.copies: List[int] = []  # constant copies, creation order
         self.copy_target: Dict[int, str] = {}  # placeholder target of each copy
-
-    # -- graph primitives ---------------------------------------------------
-    def _new_node(self, op: int, kind: int, inputs: List[int], name: str, origin: int) -> int:
-        i = len(self.op)
-        self.op.append(op)
-        self.kind.append(kind)
-        self.origin.append(origin)
-        self.prio.append(0)
-        self.inputs.append(inputs)
-        self.users.append({})
-        self.names.append(name)
-        self.tags.append(-1)
-        self.dh.append(0)
-        self.fake.append(0)
-        self.alive.append(True)
-        self.getitem_index.append(-1)
-        self.partition_of.append(-1)
-        self.next.append(-1)
-        self.prev.append(-1)
-        self.pos.append(-1)
-        for x in inputs:
-            self.users[x][i] = None
-        return i
-
-    def _link_after(self, i: int, anchor: int) -> None:
-        nxt = self.next[anchor]
-        self.prev[i], self.next[i] = anchor, nxt
-        self.next[anchor] = i
-        if anchor == self.tail:
-            self.tail = i
-        else:
-            self.prev[nxt] = i
-
-    def _link_before(self, i: int, anchor: int) -> None:
-        prv = self.prev[anchor]
-        self.prev[i], self.next[i] = prv, anchor
-        self.prev[anchor] = i
-        if anchor == self.head:
-            self.head = i
-        else:
-            self.next[prv] = i
-
-    def _unlink(self, i: int) -> None:
-        prv, nxt = self.prev[i], self.next[i]
-        if i == self.head:
-            self.head = nxt if i != self.tail else -1
-        else:
-            self.next[prv] = nxt
-        if i == self.tail:
-            self.tail = prv
-        else:
-            self.prev[nxt] = prv
-
-    def order(self) -> List[int]:
-        out, i = [], self.head
-        while i != -1:
-            out.append(i)
-            i = -1 if i == self.tail else self.next[i]
-        return out
-
-    def _set_inputs(self, u: int, new_inputs: List[int]) -> None:
-        """``u.args = ...``: u leaves the users of its old inputs, joins the new ones at the end."""
-        for x in self.inputs[u]:
-            self.users[x].pop(u, None)
-        seen: Dict[int, None] = {}
-        for x in new_inputs:
-            seen.setdefault(x)
-        self.inputs[u] = list(seen)
-        for x in self.inputs[u]:
-            self.users[x][u] = None
-
-    def _replace_all_uses(self, old: int, new: int) -> None:
-        # output specs follow out_args positions and are renamed at the end
-        for u in list(self.users[old]):
-            self._replace_input(u, old, new)
-
-    def _replace_input(self, u: int, old: int, new: int) -> None:
-        self._set_inputs(u, [new if x == old else x for x in self.inputs[u]])
-        if u == self.output_node:
-            self.out_args = [new if x == old else x for x in self.out_args]
-
-    def _erase(self, i: int) -> None:
-        for x in self.inputs[i]:
-            self.users[x].pop(i, None)
-        self.alive[i] = False
-        self._unlink(i)
 
     # -- constant duplication (top level, before any fusion) -----------------
     def duplicate_constant(self, c: int) -> List[int]:
@@ -307,7 +132,7 @@ class FusionSimulator:
         inside = set(members)
         limit = max(self.pos[m] for m in members)
         parent: Dict[int, int] = {}
-        queue = deque()
+        queue: Deque[int] = deque()
         for m in members:
             for u in self.users[m]:
                 if u not in inside and u not in parent and self.pos[u] <= limit:
@@ -438,42 +263,6 @@ class FusionSimulator:
                 if self.kind[gi] == KIND_GETITEM and self.getitem_index[gi] in new_index:
                     self.getitem_index[gi] = new_index[self.getitem_index[gi]]
                     self._set_inputs(gi, self.inputs[gi])
-
-    def legalize(self) -> None:
-        """``legalize_graph``: Kahn's algorithm, FIFO, prioritised ops jump the queue."""
-        order = self.order()
-        indeg = {i: len(self.inputs[i]) for i in order}
-        queue = deque(i for i in order if indeg[i] == 0)
-        new_order = []
-        while queue:
-            cur = queue.popleft()
-            new_order.append(cur)
-            for u in self.users[cur]:
-                indeg[u] -= 1
-                if indeg[u] == 0:
-                    if self.prio[u]:
-                        queue.appendleft(u)
-                    else:
-                        queue.append(u)
-        if len(new_order) != len(order):
-            stuck = [self.names[i] for i in order if indeg[i] != 0]
-            raise RuntimeError(f"graph has a cycle through {stuck[:10]}")
-        self._relink(new_order)
-        for i in new_order:
-            for x in self.inputs[i]:
-                self.users[x].pop(i, None)
-        for i in new_order:
-            for x in self.inputs[i]:
-                self.users[x][i] = None
-        self.ns = Namespace(self.names[i] for i in new_order)
-
-    def _relink(self, new_order: List[int]) -> None:
-        for p, i in enumerate(new_order):
-            self.pos[i] = p
-            self.prev[i] = new_order[p - 1] if p else -1
-            self.next[i] = new_order[p + 1] if p + 1 < len(new_order) else -1
-        self.head = new_order[0] if new_order else -1
-        self.tail = new_order[-1] if new_order else -1
 
     # -- delegate insertion -----------------------------------------------------
     def insert_delegate(self, pid: int) -> None:

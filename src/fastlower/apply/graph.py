@@ -11,7 +11,7 @@ from torch.export import ExportedProgram
 
 from executorch.exir.delegate import executorch_call_delegate
 
-from .._twin.fusion import (
+from .._schema import (
     KIND_CALL_MODULE, KIND_CONSTANT_COPY, KIND_DELEGATE, KIND_GET_ATTR, KIND_GETITEM, OP_OUTPUT,
 )
 from ..plan import GraphPlan

@@ -21,7 +21,7 @@ from torch.export.exported_program import (
 from torch.fx.graph_module import _get_attr
 from torch.fx.passes.utils import lift_subgraph_as_module
 
-from .._twin.fusion import OUT_BUFFER_MUTATION, PartitionPlan
+from .._schema import OUT_BUFFER_MUTATION, PartitionPlan
 from ..programs import unvalidated_program
 
 if TYPE_CHECKING:

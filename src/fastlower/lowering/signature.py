@@ -9,7 +9,7 @@ from torch.export.exported_program import (
     ExportGraphSignature, InputKind, InputSpec, OutputSpec, TensorArgument,
 )
 
-from .._twin.fusion import OP_PLACEHOLDER
+from .._schema import OP_PLACEHOLDER
 from ..apply import GraphBuilder
 
 

@@ -1,0 +1,177 @@
+"""The data model shared by the encoder, the planner, the apply step and the C++ core.
+
+Constants are the integer codes of the flat encoding (``fastlower.encode``); the C++
+core holds the same values in ``csrc/schema.hpp`` (``tests/test_schema.py`` fails when
+one side drifts from the other). The dataclasses are what crosses the core's boundary:
+:class:`GraphArrays` goes in, :class:`PartitionPlan` comes out; ``csrc/fusion.hpp``'s
+``GraphInput`` and ``PartitionData`` mirror their fields (checked by the same test).
+:class:`Simulator` is the interface of a fusion simulator, implemented by both the core
+(``fastlower._core.FusionSimulator``) and its pure-Python twin
+(``fastlower._twin.fusion.FusionSimulator``).
+
+This module imports nothing from fastlower: every layer may import it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Collection, Dict, List, Optional, Protocol, Sequence
+
+__all__ = [
+    "OP_PLACEHOLDER", "OP_GET_ATTR", "OP_CALL_FUNCTION", "OP_CALL_MODULE", "OP_CALL_METHOD",
+    "OP_OUTPUT",
+    "KIND_ORIGINAL", "KIND_CONSTANT_COPY", "KIND_CALL_MODULE", "KIND_GETITEM", "KIND_GET_ATTR",
+    "KIND_DELEGATE",
+    "ROLE_USER_INPUT", "ROLE_PARAMETER", "ROLE_BUFFER", "ROLE_CONSTANT", "ROLE_OTHER",
+    "OWNABLE_ROLES",
+    "OUT_USER", "OUT_BUFFER_MUTATION", "OUT_OTHER",
+    "TAG_NONE", "TAG_UNKNOWN", "MAX_TAGS",
+    "CONTRACT_OK", "CONTRACT_TAGGED_OUTPUT", "CONTRACT_TAGGED_USER_INPUT",
+    "CONTRACT_UNKNOWN_TAG", "CONTRACT_NO_COPY_SHARED",
+    "GraphArrays", "PartitionPlan", "Simulator",
+]
+
+# node.op codes
+OP_PLACEHOLDER, OP_GET_ATTR, OP_CALL_FUNCTION, OP_CALL_MODULE, OP_CALL_METHOD, OP_OUTPUT = range(6)
+# what created a node (the simulator's ``kind``)
+(KIND_ORIGINAL, KIND_CONSTANT_COPY, KIND_CALL_MODULE, KIND_GETITEM, KIND_GET_ATTR,
+ KIND_DELEGATE) = range(6)
+# placeholder roles (input spec kinds the contract cares about)
+ROLE_USER_INPUT, ROLE_PARAMETER, ROLE_BUFFER, ROLE_CONSTANT, ROLE_OTHER = range(5)
+# placeholder roles a partition may own (the reference's is_param / is_buffer /
+# is_lifted_tensor_constant)
+OWNABLE_ROLES = (ROLE_PARAMETER, ROLE_BUFFER, ROLE_CONSTANT)
+# output spec kinds
+OUT_USER, OUT_BUFFER_MUTATION, OUT_OTHER = range(3)
+
+# tag ids: >= 0 indexes the tag list; these two mark the rest
+TAG_NONE = -1  # untagged
+TAG_UNKNOWN = -2  # tagged with a tag that partition_tags does not name
+# group_by_tag returns one list per tag: bound the output a caller can ask for
+MAX_TAGS = 1 << 20
+
+# find_contract_violation's codes: the first broken partition rule
+(CONTRACT_OK, CONTRACT_TAGGED_OUTPUT, CONTRACT_TAGGED_USER_INPUT, CONTRACT_UNKNOWN_TAG,
+ CONTRACT_NO_COPY_SHARED) = range(5)
+
+
+@dataclass
+class GraphArrays:
+    """Flat encoding of one FX graph, in node order (see ``fastlower.encode``)."""
+
+    op: List[int]
+    prioritized: List[int]
+    inputs: List[List[int]]  # node.all_input_nodes, in order
+    users: List[List[int]]  # node.users, in dict order
+    names: List[str]
+    tags: List[int]  # index into the tag list, TAG_NONE / TAG_UNKNOWN otherwise
+    roles: List[int]  # ROLE_* for placeholders, ROLE_OTHER elsewhere
+    targets: List[int]  # interned input-spec target of placeholders, -1 elsewhere
+    debug_handles: List[int]  # meta["debug_handle"] or 0
+    fake_vals: List[int]  # 1 when meta["val"] is a FakeTensor
+    out_args: List[int]  # output node's args[0]: node id or -1 for a non-node
+    out_kinds: List[int]  # OUT_* of each output spec (top level only)
+    out_targets: List[int]  # interned output-spec target, -1 when none
+
+
+@dataclass
+class PartitionPlan:
+    """One fused partition as the simulator planned it (node ids of the simulator)."""
+
+    tag: int
+    nodes: List[int] = field(default_factory=list)  # partition nodes, fused order
+    inputs: List[int] = field(default_factory=list)  # external inputs, placeholder order
+    outputs: List[int] = field(default_factory=list)  # nodes with external users, output order
+    output_order: List[int] = field(default_factory=list)  # arrange_graph_outputs permutation
+    output_kinds: List[int] = field(default_factory=list)  # OUT_* per output (before reorder)
+    output_targets: List[int] = field(default_factory=list)  # buffer target of a mutation output
+    member_inputs: Dict[int, List[int]] = field(default_factory=dict)  # inputs when fused
+    # never filled by either simulator; kept so that a plan's fields (and anything keyed
+    # on them) stay as they were
+    owned: List[int] = field(default_factory=list)
+    call_module: int = -1
+    getitems: List[int] = field(default_factory=list)  # one per output, or [] if used directly
+    get_attr: int = -1
+    delegate: int = -1
+    lowered_index: int = -1
+    debug_handle: int = 0
+    deleted_getitems: List[int] = field(default_factory=list)  # buffer updates the delegate owns
+    # the partition takes parameters, buffers or constants of the top-level program, so the
+    # reference adjusts that program after inserting the delegate
+    owns_state: bool = False
+    single_output: bool = False  # the call's single result is read via getitem(.., 0)
+
+
+class Simulator(Protocol):
+    """A fusion simulator: the core's ``FusionSimulator`` or the twin's.
+
+    Per-node attributes index by simulator node id (original nodes first, then the
+    nodes the simulator made); the core exposes them as live read-only sequences,
+    the twin as lists. ``users[i]`` iterates node ``i``'s users in torch.fx order.
+    """
+
+    @property
+    def g(self) -> GraphArrays: ...
+    @property
+    def tag_names(self) -> List[str]: ...
+    @property
+    def is_submodule(self) -> bool: ...
+    @property
+    def partitions(self) -> List[PartitionPlan]: ...
+    @property
+    def lowered_count(self) -> int: ...
+    @property
+    def copies(self) -> List[int]: ...
+    @property
+    def copy_target(self) -> Dict[int, str]: ...
+    @property
+    def out_args(self) -> List[int]: ...
+    @property
+    def out_kinds(self) -> List[int]: ...
+    @property
+    def out_specs(self) -> List[int]: ...
+    @property
+    def out_targets(self) -> List[int]: ...
+    @property
+    def output_node(self) -> int: ...
+    @property
+    def top(self) -> "Simulator": ...
+    @property
+    def op(self) -> Sequence[int]: ...
+    @property
+    def kind(self) -> Sequence[int]: ...
+    @property
+    def origin(self) -> Sequence[int]: ...
+    @property
+    def inputs(self) -> Sequence[Sequence[int]]: ...
+    @property
+    def users(self) -> Sequence[Collection[int]]: ...
+    @property
+    def names(self) -> Sequence[str]: ...
+    @property
+    def tags(self) -> Sequence[int]: ...
+    @property
+    def alive(self) -> Sequence[bool]: ...
+    @property
+    def pos(self) -> Sequence[int]: ...
+    @property
+    def getitem_index(self) -> Sequence[int]: ...
+    @property
+    def partition_of(self) -> Sequence[int]: ...
+    @property
+    def dh(self) -> Sequence[int]: ...
+    @property
+    def fake(self) -> Sequence[int]: ...
+    @property
+    def prio(self) -> Sequence[int]: ...
+
+    def order(self) -> List[int]: ...
+    def duplicate_constant(self, c: int) -> List[int]: ...
+    def retag_constant(self, c: int) -> None: ...
+    def renumber(self) -> None: ...
+    def members(self, tag: int) -> List[int]: ...
+    def find_cycle(self, members: List[int]) -> Optional[List[int]]: ...
+    def fuse(self, tag: int, members: List[int]) -> PartitionPlan: ...
+    def legalize(self) -> None: ...
+    def insert_delegate(self, pid: int) -> None: ...
+    def max_debug_handle(self) -> int: ...
