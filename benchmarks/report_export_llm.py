@@ -27,6 +27,8 @@ def table(results: dict) -> str:
     rows = []
     for config, runs in results.items():
         reference = runs.get("reference")
+        if reference is None and not any(kind in runs for kind in RUNS):
+            continue
         for kind in RUNS:
             run = runs.get(kind)
             if run is None:
@@ -96,6 +98,29 @@ def profile(results: dict) -> str:
                                    "after", "lowering cache (s)"], tablefmt="github")
 
 
+def interleaved(results: dict) -> str:
+    """Reference and cold fastlower in alternating pairs (``FASTLOWER_BENCH_LLM_ROUNDS``):
+    each round's seconds and ratios, then the medians."""
+    rows = []
+    for config, runs in results.items():
+        summary = runs.get("interleaved")
+        if not summary:
+            continue
+        for i, r in enumerate(summary["rounds"]):
+            rows.append([config, i, " then ".join(r["order"]),
+                         f"{r['reference_window_seconds']:.1f} / {r['cold_window_seconds']:.1f} s",
+                         f"{r['window_ratio']:.2f}x", f"{r['process_ratio']:.2f}x",
+                         f"{r['to_backend_ratio']:.2f}x"])
+            config = ""
+        rows.append(["", "median", "", "", f"{summary['median_window_ratio']:.2f}x",
+                     f"{summary['median_process_ratio']:.2f}x",
+                     f"{summary['median_to_backend_ratio']:.2f}x"])
+    if not rows:
+        return ""
+    return tabulate(rows, headers=["config", "round", "order", "window (reference / cold)",
+                                   "window", "process", "to_backend"], tablefmt="github")
+
+
 def main() -> None:
     path = Path(sys.argv[1] if len(sys.argv) > 1 else
                 Path(__file__).resolve().parent / "export_llm_results.json")
@@ -103,6 +128,10 @@ def main() -> None:
     print(table(results))
     print()
     print(profile(results))
+    pairs = interleaved(results)
+    if pairs:
+        print()
+        print(pairs)
 
 
 if __name__ == "__main__":

@@ -27,6 +27,13 @@ reference's in every run. Configs: ``FASTLOWER_BENCH_LLM_CONFIGS`` (default
 ``FASTLOWER_BENCH_LLM_JSON`` (default ``benchmarks/export_llm_results.json``); runs:
 ``FASTLOWER_BENCH_LLM_RUNS`` (default all, comma-separated); the
 table in ``benchmarks/README.md`` is made from it by ``report_export_llm.py``.
+
+With ``FASTLOWER_BENCH_LLM_ROUNDS=N`` one more case per config,
+``test_cold_against_reference_interleaved``, runs the reference and a cold fastlower
+process (an empty cache each time) in alternating pairs, N rounds, the pair's order
+flipped every round (ABBA...): the host's speed drifts by tens of percent within an
+hour, so a ratio is only fair between runs close in time. It reports each round's
+ratios and their median (JSON key ``interleaved``).
 Run (quiet 2-core machine, ~45 min):
 ``.venv/bin/python -m pytest benchmarks/test_export_llm_bench.py -s -p no:cacheprovider``.
 """
@@ -36,6 +43,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import statistics
 import sys
 from pathlib import Path
 
@@ -53,6 +61,7 @@ ALL_RUNS = ("reference", "serial", "cold", "warm", "warm-preprocess", "edited")
 # reference always runs first, as every ratio is to it
 RUNS = tuple(os.environ.get("FASTLOWER_BENCH_LLM_RUNS", ",".join(ALL_RUNS)).split(","))
 NUDGED = "layers.0.attention_norm.weight"
+ROUNDS = int(os.environ.get("FASTLOWER_BENCH_LLM_ROUNDS", "0") or 0)
 JSON_OUT = Path(os.environ.get("FASTLOWER_BENCH_LLM_JSON", HERE / "export_llm_results.json"))
 _RESULTS: dict = {}
 
@@ -119,3 +128,51 @@ def test_export_llm(benchmark, name, kind, work):
     results.update({n: {k: {f: v for f, v in dataclasses.asdict(r).items() if f != "log"}
                         for k, r in rs.items()} for n, rs in _RESULTS.items()})
     JSON_OUT.write_text(json.dumps(results, indent=1))
+
+
+def _merge_into_json(name: str, key: str, value) -> None:
+    results = json.loads(JSON_OUT.read_text()) if JSON_OUT.exists() else {}
+    results.setdefault(name, {})[key] = value
+    JSON_OUT.write_text(json.dumps(results, indent=1))
+
+
+@pytest.mark.skipif(ROUNDS < 1, reason="set FASTLOWER_BENCH_LLM_ROUNDS=N to run N interleaved "
+                                         "reference/cold pairs")
+@pytest.mark.parametrize("name", NAMES)
+def test_cold_against_reference_interleaved(benchmark, name, work):
+    config = _all_configs()[name]
+    rounds = []
+
+    def one_pair(index: int) -> dict:
+        cache = work / f"cache-interleaved-{config.name}-{index}"  # empty: a cold run
+        order = ("reference", "cold") if index % 2 == 0 else ("cold", "reference")
+        pair = {}
+        for kind in order:
+            pair[kind] = (run_export("reference", config, work) if kind == "reference" else
+                          run_export("fastlower", config, work, workers=2, cache_dir=cache))
+            assert pair[kind].ok, pair[kind].log
+        reference, cold = pair["reference"], pair["cold"]
+        assert cold.pte_sha256 == reference.pte_sha256, f"{name} round {index}: .pte differs"
+        assert cold.lowering_cache == ["miss"] and cold.cache_hits == 0, cold
+        return {"order": list(order),
+                **{f"{kind}_{field}": getattr(run, field) for kind, run in pair.items()
+                   for field in ("process_seconds", "window_seconds", "to_backend_seconds")},
+                "window_ratio": reference.window_seconds / cold.window_seconds,
+                "process_ratio": reference.process_seconds / cold.process_seconds,
+                "to_backend_ratio": reference.to_backend_seconds / cold.to_backend_seconds}
+
+    benchmark.pedantic(lambda: rounds.extend(one_pair(i) for i in range(ROUNDS)),
+                       rounds=1, iterations=1)
+    summary = {"rounds": rounds}
+    for ratio in ("window_ratio", "process_ratio", "to_backend_ratio"):
+        summary[f"median_{ratio}"] = statistics.median(r[ratio] for r in rounds)
+    benchmark.extra_info.update(summary)
+    for i, r in enumerate(rounds):
+        print(f"\n{name} round {i} ({' then '.join(r['order'])}): window "
+              f"{r['reference_window_seconds']:.1f}/{r['cold_window_seconds']:.1f} s = "
+              f"{r['window_ratio']:.2f}x, process {r['process_ratio']:.2f}x, to_backend "
+              f"{r['to_backend_ratio']:.2f}x")
+    print(f"{name} median over {ROUNDS} rounds: window {summary['median_window_ratio']:.2f}x, "
+          f"process {summary['median_process_ratio']:.2f}x, to_backend "
+          f"{summary['median_to_backend_ratio']:.2f}x")
+    _merge_into_json(name, "interleaved", summary)

@@ -1,0 +1,22 @@
+"""Every Python module of fastlower stays readable in one sitting: at most ~400 lines.
+
+A module that outgrows this is split along its seams (issue 22), not grown further.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import fastlower
+
+LIMIT = 400
+_IN_TREE = Path(__file__).resolve().parents[1] / "src" / "fastlower"
+ROOT = _IN_TREE if _IN_TREE.is_dir() else Path(fastlower.__file__).parent
+
+
+def test_no_module_over_the_limit():
+    sizes = {str(p.relative_to(ROOT)): len(p.read_text().splitlines())
+             for p in ROOT.rglob("*.py")}
+    assert len(sizes) > 50, f"found only {len(sizes)} modules under {ROOT}"
+    over = {name: n for name, n in sizes.items() if n > LIMIT}
+    assert not over, f"modules over {LIMIT} lines (split them along their seams): {over}"
