@@ -199,13 +199,8 @@ def describe(graph: Dict[str, List[Edge]], component: List[str]) -> str:
 
 
 #: cycles tolerated for now, each made by one function-level import, and why it is there
-KNOWN_CYCLES = {
-    # encode.structure_difference imports plan.first_difference (which calls the core)
-    # lazily; the core's entry points move to _schema/_core with issue 22's core work
-    frozenset({"fastlower.encode", "fastlower.plan"}):
-        "structure_difference belongs beside the core call, not in encode",
-}
-MAX_KNOWN = 1  # the list only shrinks
+KNOWN_CYCLES: dict = {}
+MAX_KNOWN = 0  # the list only shrinks
 
 
 def test_import_graph_has_no_cycle():

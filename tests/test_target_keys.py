@@ -12,7 +12,7 @@ import pytest
 import torch
 
 import fastlower
-from fastlower import encode
+from fastlower import encode, plan
 from fastlower.errors import GraphModifiedError
 from tests.report.toy import add_mul_partitioner, add_mul_sin_program
 
@@ -100,7 +100,7 @@ def test_structure_difference_in_threads_at_once():
 
     def compare(i):
         start.wait(30)
-        results[i] = [encode.structure_difference(graphs[i], graphs[j]) for j in range(len(graphs))
+        results[i] = [plan.structure_difference(graphs[i], graphs[j]) for j in range(len(graphs))
                       for _ in range(20)]
 
     threads = [threading.Thread(target=compare, args=(i,)) for i in range(len(graphs))]

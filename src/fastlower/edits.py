@@ -164,7 +164,7 @@ class PartitionerEdits:
 
 def _same_structure(edited: GraphModule, original: GraphModule) -> bool:
     """The structure check ``to_backend`` makes on the top graph (op, target, input nodes)."""
-    from .encode import structure_difference
+    from .plan import structure_difference
 
     return structure_difference(edited, original) < 0
 

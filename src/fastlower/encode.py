@@ -218,11 +218,3 @@ def structure_arrays(gm: torch.fx.GraphModule,
         offsets.append(len(flat))
     return op, target, offsets, flat
 
-
-def structure_difference(a: torch.fx.GraphModule, b: torch.fx.GraphModule) -> int:
-    """The first node index where ``a`` and ``b`` differ in op, target or input nodes
-    (the reference's structural check), or -1 when they do not."""
-    from .plan import first_difference
-
-    keys = TargetKeys()
-    return first_difference(*structure_arrays(a, keys), *structure_arrays(b, keys))

@@ -12,6 +12,8 @@ import warnings
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Callable, Dict, List, Optional, Sequence, Tuple
 
+import torch
+
 from . import errors
 from ._core_loader import load_core
 from ._twin import contract as twin_contract
@@ -19,7 +21,7 @@ from ._twin import grouping as twin_grouping
 from ._twin import identity as twin_identity
 from ._schema import CONTRACT_OK, OP_OUTPUT, OP_PLACEHOLDER, OWNABLE_ROLES, PartitionPlan, Simulator
 from ._twin.fusion import FusionSimulator
-from .encode import EncodedGraph
+from .encode import EncodedGraph, TargetKeys, structure_arrays
 
 log = logging.getLogger(__name__)
 
@@ -47,6 +49,13 @@ def first_difference(*args) -> int:
     if _core is not None and hasattr(_core, "first_difference"):
         return _core.first_difference(*args)
     return twin_identity.first_difference(*args)
+
+
+def structure_difference(a: torch.fx.GraphModule, b: torch.fx.GraphModule) -> int:
+    """The first node index where ``a`` and ``b`` differ in op, target or input nodes
+    (the reference's structural check), or -1 when they do not."""
+    keys = TargetKeys()
+    return first_difference(*structure_arrays(a, keys), *structure_arrays(b, keys))
 
 
 if TYPE_CHECKING:  # mypy checks here that the core's stub (_core.pyi) meets the protocol

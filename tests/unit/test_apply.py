@@ -21,16 +21,7 @@ from fastlower import plan as fl_plan
 from fastlower.apply import GraphBuilder, SignatureIndex
 from fastlower.encode import Interner, encode_graph
 
-
-class AddChain(nn.Module):
-    """add(x, y) -> mul(., k) -> sub(., y) -> add_1(., k); ``k`` a buffer."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.register_buffer("k", torch.full((2,), 3.0))
-
-    def forward(self, x, y):
-        return (((x + y) * self.k) - y) + self.k
+from tests.unit.modules import AddChain
 
 
 class BufferUpdate(nn.Module):

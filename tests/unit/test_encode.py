@@ -18,9 +18,9 @@ from fastlower._schema import (
     ROLE_USER_INPUT,
 )
 from fastlower.encode import (
-    UNKNOWN_TAG, Interner, TargetKeys, encode_graph, structure_arrays, structure_difference,
-    taken_lowered_indices,
+    UNKNOWN_TAG, Interner, TargetKeys, encode_graph, structure_arrays, taken_lowered_indices,
 )
+from fastlower.plan import structure_difference
 
 
 class _Stateful(nn.Module):

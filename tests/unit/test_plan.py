@@ -23,6 +23,8 @@ from fastlower._schema import OUT_BUFFER_MUTATION, OUT_USER
 from fastlower._twin.fusion import FusionSimulator as TwinSimulator
 from fastlower.encode import Interner, encode_graph
 
+from tests.unit.modules import AddChain
+
 
 @pytest.fixture(params=["core", "twin"])
 def impl(request, monkeypatch):
@@ -32,17 +34,6 @@ def impl(request, monkeypatch):
     elif fl_plan.backend_module() is None:
         pytest.skip("fastlower._core is not in use (FASTLOWER_FORCE_PYTHON=1 or not built)")
     return request.param
-
-
-class AddChain(nn.Module):
-    """add(x, y) -> mul(., k) -> sub(., y) -> add_1(., k); ``k`` a buffer."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.register_buffer("k", torch.full((2,), 3.0))
-
-    def forward(self, x, y):
-        return (((x + y) * self.k) - y) + self.k
 
 
 class BufferUpdate(nn.Module):

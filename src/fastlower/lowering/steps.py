@@ -23,10 +23,9 @@ from torch.export.exported_program import ExportGraphSignature, InputSpec
 from .. import errors, state
 from ..apply import GraphBuilder, Partition, SignatureIndex
 from ..edits import PartitionerEdits, find_edits
-from ..encode import EncodedGraph, Interner, encode_graph, structure_difference, \
-    taken_lowered_indices
+from ..encode import EncodedGraph, Interner, encode_graph, taken_lowered_indices
 from ..partitioners import accelerated as native_partitioners
-from ..plan import GraphPlan
+from ..plan import GraphPlan, structure_difference
 from ..programs import lazy_module_copy, unvalidated_program
 from ..records import MethodRecord, PartitionOutcome, graph_of_encoded
 from ..report.document import LoweringReport
