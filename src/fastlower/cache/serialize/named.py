@@ -28,7 +28,7 @@ def op_name(op: Any) -> Optional[Tuple[str, str]]:
             return "no_decomp", str(_no_decomp_original(op))
         return "aten", str(op)
     if isinstance(op, torch._ops.OpOverloadPacket):
-        return "packet", op._qualifiedop_name.replace("::", ".")
+        return "packet", op._qualified_op_name.replace("::", ".")
     if isinstance(op, torch._ops.HigherOrderOperator):
         return "hop", op.name()
     return None
