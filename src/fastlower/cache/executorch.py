@@ -41,11 +41,12 @@ from executorch.exir.capture._config import ExecutorchBackendConfig
 from executorch.exir.program._program import EdgeProgramManager, ExecutorchProgramManager
 
 from ..preprocess.keys import versions
-from . import access
+from . import access, detached
 from .errors import Uncacheable
 from .execution import LazyExecutionPrograms
 from .key import ENTRY_FORMAT, ProgramCanonical, fastlower_source
-from .settings import resolve
+from .settings import LoweringCacheSettings, resolve
+from .store import LoweringStore
 
 from .. import dispatch as patch  # the entry points; fastlower.patch names this package
 
@@ -116,6 +117,7 @@ def to_executorch(  # noqa (FLAKE8) C901
     if store is None:
         return reference()(self, config)
     try:
+        detached.wait_for(key)  # this process may be storing it in a child
         found = access.lookup(store, key)
         if found is not None and not settings.verify:
             result = _manager(self, config, found[1], key)
@@ -132,11 +134,30 @@ def to_executorch(  # noqa (FLAKE8) C901
                 raise LoweringCacheVerificationError(difference, key, str(settings.directory))
             return result
         if not store.read_only:
-            access.store_checked(store, key, {"created": time.time()}, payload,
-                                 lambda back: _difference(payload, back))
+            _store_soon(store, settings, key, payload)
         return result
     finally:
         store.close()
+
+
+def _store_soon(store: LoweringStore, settings: LoweringCacheSettings, key: str,
+                payload: Dict[str, Any]) -> None:
+    """Stores ``payload`` under ``key``, in a forked child when it is large (:mod:`.detached`)."""
+
+    def store_in(target: LoweringStore) -> None:
+        access.store_checked(target, key, {"created": time.time()}, payload,
+                             lambda back: _difference(payload, back))
+
+    def in_child() -> None:
+        own = LoweringStore(settings.directory, settings.size_limit)  # its own connection
+        try:
+            store_in(own)
+        finally:
+            own.close()
+
+    size = len(payload["pte"]) + sum(len(data) for data in payload["tensor_data"].values())
+    if not detached.store_detached(key, size, in_child, before_fork=store.close):
+        store_in(store)
 
 
 def _payload(result: ExecutorchProgramManager) -> Dict[str, Any]:

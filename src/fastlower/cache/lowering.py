@@ -33,7 +33,9 @@ from __future__ import annotations
 import copy
 import logging
 import time
-from typing import Any, Dict, List, Optional, Sequence, Union
+from typing import Any, Dict, Iterable, List, Optional, Sequence, Union
+
+import torch
 
 from executorch.exir import EdgeCompileConfig
 from executorch.exir.backend.partitioner import Partitioner
@@ -42,7 +44,7 @@ from executorch.exir.program._program import EdgeProgramManager
 from torch.export import ExportedProgram
 from torch.fx.passes.infra.pass_manager import PassManager as GraphModulePassManager
 
-from . import access, compare, manifest
+from . import access, compare, detached, manifest
 from .errors import LoweringCacheVerificationError, Uncacheable
 from .key import LoweringKey, lowering_key, method_programs
 from .report import report_from_programs
@@ -153,6 +155,7 @@ def _cached(store: LoweringStore, key: LoweringKey, settings: LoweringCacheSetti
             programs: Any, args: Dict[str, Any]) -> EdgeProgramManager:
     seconds = {"key": key.seconds}
     start = time.perf_counter()
+    detached.wait_for(key.key)  # this process may be storing it in a child
     found = access.lookup(store, key.key)
     seconds["load"] = time.perf_counter() - start
     if found is not None and not settings.verify:
@@ -176,7 +179,7 @@ def _cached(store: LoweringStore, key: LoweringKey, settings: LoweringCacheSetti
         _mark_report(manager, "miss", key.key, seconds)
         return manager
     start = time.perf_counter()
-    _store(store, key.key, manager, added_ops, seconds["lower"])
+    _store_soon(store, settings, key.key, manager, added_ops, seconds["lower"])
     seconds["store"] = time.perf_counter() - start
     _mark_report(manager, "miss", key.key, seconds)
     return manager
@@ -194,6 +197,37 @@ def _store(store: LoweringStore, key: str, manager: EdgeProgramManager, added_op
                                         "lowered", "stored copy")
 
     access.store_checked(store, key, info, {"programs": dict(manager._edge_programs)}, same)
+
+
+def _store_soon(store: LoweringStore, settings: LoweringCacheSettings, key: str,
+                manager: EdgeProgramManager, added_ops: List[str], lower_seconds: float) -> None:
+    """:func:`_store`, in a forked child when the entry is large (:mod:`.detached`)."""
+
+    def in_child() -> None:
+        own = LoweringStore(settings.directory, settings.size_limit)  # its own connection
+        try:
+            _store(own, key, manager, added_ops, lower_seconds)
+        finally:
+            own.close()
+
+    size = _data_bytes(manager._edge_programs.values())
+    if not detached.store_detached(key, size, in_child, before_fork=store.close):
+        _store(store, key, manager, added_ops, lower_seconds)
+
+
+def _data_bytes(programs: Iterable[ExportedProgram]) -> int:
+    """The programs' tensor data and delegate payloads, in bytes (what an entry mostly holds)."""
+    from executorch.exir.lowered_backend_module import LoweredBackendModule
+
+    size = 0
+    for program in programs:
+        for value in list(program.state_dict.values()) + list(program.constants.values()):
+            if isinstance(value, torch.Tensor):
+                size += value.untyped_storage().nbytes()
+        for module in program.graph_module.modules():
+            if isinstance(module, LoweredBackendModule):
+                size += len(module.processed_bytes)
+    return size
 
 
 def _partitioner_rounds(programs: Dict[str, ExportedProgram], partitioner: Any) -> int:
