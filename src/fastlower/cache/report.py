@@ -22,7 +22,8 @@ import torch
 from torch.export import ExportedProgram
 
 from ..encode import _CONTROL_FLOW_ARGS
-from ..report.collect import _Collector, _owned_constant_bytes, op_name, shape_of
+from ..records import join_path
+from ..report.collect import ReportCollector, owned_constant_bytes, op_name, shape_of
 from ..report.document import LoweringReport
 from ..report.model import NodeRecord, OperatorRecord, PartitionRecord, UndelegatedNode
 
@@ -38,10 +39,10 @@ def _tag(lowered) -> str:
 def _bodies(gm: torch.fx.GraphModule, node: torch.fx.Node, path: str):
     for i in _CONTROL_FLOW_ARGS.get(node.target, ()):
         attr = node.args[i].target
-        yield gm.get_submodule(attr), f"{path}/{attr}" if path else attr
+        yield gm.get_submodule(attr), join_path(path, attr)
 
 
-def _walk(collector: _Collector, method: str, gm: torch.fx.GraphModule, path: str) -> None:
+def _walk(collector: ReportCollector, method: str, gm: torch.fx.GraphModule, path: str) -> None:
     from executorch.exir.delegate import executorch_call_delegate
 
     report = collector.report
@@ -54,7 +55,7 @@ def _walk(collector: _Collector, method: str, gm: torch.fx.GraphModule, path: st
                                      method=method, graph=path)
             record.inputs = [a.name for a in node.args[1:] if isinstance(a, torch.fx.Node)]
             record.processed_bytes = len(lowered.processed_bytes)
-            record.constant_bytes = _owned_constant_bytes(lowered.original_module)
+            record.constant_bytes = owned_constant_bytes(lowered.original_module)
             record.cache_hit = True
             collector.parts[(method, path, attr)] = record
             owner[node] = record
@@ -88,7 +89,7 @@ def _walk(collector: _Collector, method: str, gm: torch.fx.GraphModule, path: st
             _walk(collector, method, sub, sub_path)
 
 
-def _delegated(collector: _Collector, record: PartitionRecord, gm: torch.fx.GraphModule,
+def _delegated(collector: ReportCollector, record: PartitionRecord, gm: torch.fx.GraphModule,
                path: str) -> None:
     report = collector.report
     for node in gm.graph.nodes:
@@ -111,7 +112,7 @@ def report_from_programs(programs: Mapping[str, ExportedProgram], status: str, k
                          seconds: Dict[str, float]) -> LoweringReport:
     """A report of ``programs`` (a cached lowering's result), marked ``status``."""
     report = LoweringReport.start()
-    collector = _Collector(report)
+    collector = ReportCollector(report)
     for method, program in programs.items():
         report.methods.append(method)
         _walk(collector, method, program.graph_module, "")

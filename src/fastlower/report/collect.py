@@ -72,7 +72,7 @@ def tensor_bytes(value: Any) -> int:
     return 0
 
 
-class _Collector:
+class ReportCollector:
     """Accumulates the records of one report over its methods and graphs."""
 
     def __init__(self, report: ReportData) -> None:
@@ -159,7 +159,7 @@ class _Collector:
 def from_lowerings(report: ReportData, methods: Sequence[MethodRecord]) -> None:
     """Records of a finished lowering: structure from the tagged graphs, then each
     partition's processed bytes, owned constants and preprocess time."""
-    collector = _Collector(report)
+    collector = ReportCollector(report)
     for method in methods:
         collector.method(method.name, method.graph, method.partition_tags)
     collector.close()
@@ -171,7 +171,7 @@ def from_lowerings(report: ReportData, methods: Sequence[MethodRecord]) -> None:
                 continue
             if part.processed_bytes is not None:
                 record.processed_bytes = part.processed_bytes
-            record.constant_bytes = _owned_constant_bytes(part.program)
+            record.constant_bytes = owned_constant_bytes(part.program)
             record.preprocess_seconds = part.preprocess_seconds
             record.cache_hit = part.cache_hit
 
@@ -197,7 +197,7 @@ def finish_report(report: ReportData, program: Any, lowerings: Sequence[_Lowerin
     registry.publish(report, program)
 
 
-def _owned_constant_bytes(program) -> int:
+def owned_constant_bytes(program) -> int:
     """Bytes of the parameters, buffers and lifted constants a partition program takes."""
     sig = program.graph_signature
     total = 0
@@ -212,7 +212,7 @@ def _owned_constant_bytes(program) -> int:
 def from_tagged(report: ReportData, programs: Mapping[str, Any],
                 partition_tags: Mapping[str, Mapping[str, Any]]) -> None:
     """Records of tagged programs (per method) without any lowering: the preview."""
-    collector = _Collector(report)
+    collector = ReportCollector(report)
     for method, program in programs.items():
         gm = program.graph_module if hasattr(program, "graph_module") else program
         collector.method(method, view_of_module(gm), partition_tags.get(method) or {})
