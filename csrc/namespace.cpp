@@ -1,6 +1,7 @@
 #include "namespace.hpp"
 
 #include <algorithm>
+#include <vector>
 
 namespace fastlower {
 
@@ -24,6 +25,17 @@ bool match_word(const std::string &s, size_t &body_len) {
     return true;
 }
 
+// int() of a digit run (leading zeros allowed); Unsupported past 18 significant digits.
+template <class DigitAt>
+int64_t suffix_value(size_t n, DigitAt digit_at, const std::string &s) {
+    size_t z = 0;
+    while (z + 1 < n && digit_at(z) == 0) ++z;  // int("007") == 7
+    if (n - z > 18) throw Unsupported("numeric name suffix too large: " + s);
+    int64_t v = 0;
+    for (size_t i = z; i < n; ++i) v = v * 10 + digit_at(i);
+    return v;
+}
+
 // Non-greedy base + optional _(\d+): the only possible split is at the '_'
 // right before the trailing digit run.
 void split_body(const std::string &s, size_t end, SplitResult &r) {
@@ -31,18 +43,53 @@ void split_body(const std::string &s, size_t end, SplitResult &r) {
     while (d > 0 && is_digit(s[d - 1])) --d;
     if (d < end && d >= 2 && s[d - 1] == '_') {
         r.base = s.substr(0, d - 1);
-        size_t z = d;
-        while (z + 1 < end && s[z] == '0') ++z;  // int("007") == 7
-        if (end - z > 18) throw Unsupported("numeric name suffix too large: " + s);
-        int64_t v = 0;
-        for (size_t i = z; i < end; ++i) v = v * 10 + (s[i] - '0');
         r.has_num = true;
-        r.num = v;
+        r.num = suffix_value(end - d, [&](size_t i) { return s[d + i] - '0'; }, s);
     } else {
         r.base = s.substr(0, end);
         r.has_num = false;
         r.num = 0;
     }
+}
+
+// The code point starting at byte i of UTF-8 `s` and its length in bytes (a stray
+// byte counts as one code point; the core only sees valid UTF-8 from Python).
+uint32_t utf8_at(const std::string &s, size_t i, size_t &len) {
+    const unsigned char c = static_cast<unsigned char>(s[i]);
+    len = c < 0x80 ? 1 : c >= 0xF0 ? 4 : c >= 0xE0 ? 3 : c >= 0xC0 ? 2 : 1;
+    if (i + len > s.size()) len = 1;
+    if (len == 1) return c;
+    uint32_t cp = c & (0x7F >> len);
+    for (size_t k = 1; k < len; ++k) cp = (cp << 6) | (static_cast<unsigned char>(s[i + k]) & 0x3F);
+    return cp;
+}
+
+// ^([a-zA-Z_][0-9a-zA-Z_]*?)(?:_(\d+))?$ on a string with non-ASCII characters. The
+// classes are ASCII but `\d` is any Unicode decimal digit, so a non-ASCII string
+// matches only as ASCII base + '_' + a decimal run holding every non-ASCII character.
+bool match_unicode(const std::string &s, const NameHooks &hooks, SplitResult &r) {
+    size_t end = s.size();
+    if (end && s[end - 1] == '\n') --end;  // Python's `$` also matches before a final "\n"
+    std::vector<size_t> offsets;          // byte offset of each code point of s[0, end)
+    std::vector<int> values;              // its decimal value, -1 if none
+    for (size_t i = 0, len = 0; i < end; i += len) {
+        const uint32_t cp = utf8_at(s, i, len);
+        offsets.push_back(i);
+        values.push_back(cp < 0x80 ? (is_digit(static_cast<char>(cp)) ? static_cast<int>(cp - '0') : -1)
+                                   : hooks.decimal_value(cp));
+    }
+    size_t d = values.size();  // start of the trailing decimal run, in code points
+    while (d > 0 && values[d - 1] >= 0) --d;
+    if (d == values.size() || d < 2) return false;
+    const size_t base_end = offsets[d - 1];
+    if (s[base_end] != '_' || !(is_lower(s[0]) || is_upper(s[0]) || s[0] == '_')) return false;
+    for (size_t i = 1; i < base_end; ++i)
+        if (!is_word(s[i])) return false;
+    r.candidate = s;
+    r.base = s.substr(0, base_end);
+    r.has_num = true;
+    r.num = suffix_value(values.size() - d, [&](size_t i) { return values[d + i]; }, s);
+    return true;
 }
 
 }  // namespace
@@ -71,14 +118,19 @@ std::string snake_case(const std::string &s, const NameHooks &hooks) {
 }
 
 SplitResult split_name(const std::string &s, const NameHooks &hooks) {
-    if (!is_ascii(s)) return hooks.split_unicode(s);
     SplitResult r;
     size_t end = 0;
-    if (match_word(s, end)) {
-        r.candidate = s;
-        split_body(s, end, r);
+    if (is_ascii(s)) {
+        if (match_word(s, end)) {
+            r.candidate = s;
+            split_body(s, end, r);
+            return r;
+        }
+    } else if (match_unicode(s, hooks, r)) {
         return r;
     }
+    // [^0-9a-zA-Z_]+ -> "_": byte-wise is exact on UTF-8, whose multi-byte sequences
+    // hold no ASCII byte; the result is ASCII
     std::string c;
     c.reserve(s.size() + 1);
     bool in_run = false;

@@ -1,7 +1,8 @@
 // FX node-name allocation (torch.fx.graph._Namespace.create_name), twin:
-// fastlower/_twin/namespace.py.  Plain C++; the binding layer supplies the
-// illegal-name set and Python callbacks for the (rare) non-ASCII strings whose
-// Unicode regex / lower() semantics are not reimplemented here.
+// fastlower/_twin/namespace.py (rules: fastlower/_name_rules.py).  Plain C++; the
+// caller supplies the rules it cannot know by itself (NameHooks): the illegal-name
+// set, which torch.fx builds at run time from Python's keywords and builtins, and the
+// Unicode database for the (rare) non-ASCII names.
 #pragma once
 
 #include <cstdint>
@@ -31,15 +32,18 @@ struct SplitResult {
 struct NameHooks {
     // torch.fx.graph._illegal_names
     std::shared_ptr<const std::unordered_set<std::string>> illegal;
-    // split_name / str.lower for strings with non-ASCII characters
-    std::function<SplitResult(const std::string &)> split_unicode;
+    // Decimal value (0..9) of a Unicode code point, -1 when it is not a decimal digit:
+    // what `\d` matches and int() reads in a Python str pattern (str.isdecimal).
+    std::function<int(uint32_t)> decimal_value;
+    // str.lower() of a UTF-8 string with non-ASCII characters
     std::function<std::string(const std::string &)> lower_unicode;
 };
 
 bool is_ascii(const std::string &s);
 // re.sub(r"(?<=[a-z])([A-Z])", r"_\1", s).lower()
 std::string snake_case(const std::string &s, const NameHooks &hooks);
-// _twin.namespace.split_name; throws Unsupported when the suffix exceeds 10**18.
+// _name_rules.split_name; throws Unsupported when the suffix has more than 18
+// significant digits (the counts stay far from int64's limit).
 SplitResult split_name(const std::string &s, const NameHooks &hooks);
 
 struct NameInfo {

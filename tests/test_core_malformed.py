@@ -14,6 +14,7 @@ from typing import Callable
 
 import pytest
 
+from fastlower._core_loader import hand_over_rules
 from fastlower._twin import contract as twin_contract
 from fastlower._twin import grouping as twin_grouping
 from fastlower._twin import identity as twin_identity
@@ -24,6 +25,7 @@ from fastlower._twin.fusion import (
 )
 
 core_module = pytest.importorskip("fastlower._core")
+hand_over_rules(core_module)  # what load_core() does (it returns None under FASTLOWER_FORCE_PYTHON)
 
 HUGE = 2**70  # beyond int64: the core clamps it, then rejects it like any bad id
 

@@ -17,6 +17,7 @@ import dataclasses
 import importlib
 import os
 import random
+import sys
 import warnings
 from types import SimpleNamespace
 from typing import List, Optional
@@ -25,7 +26,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from fastlower import plan as fl_plan
+from fastlower import _core_loader, plan as fl_plan
 from fastlower._twin import contract as twin_contract
 from fastlower._twin import grouping as twin_grouping
 from fastlower._twin import identity as twin_identity
@@ -51,6 +52,7 @@ def core():
         if FORCE_PYTHON:
             pytest.skip("FASTLOWER_FORCE_PYTHON=1 and fastlower._core is not importable")
         pytest.fail(f"fastlower._core is not importable ({_CORE_ERROR}); run `pip install .`")
+    _core_loader.hand_over_rules(_core)  # load_core() does it; it is skipped under FORCE_PYTHON
     return _core
 
 
@@ -732,6 +734,24 @@ def test_namespace_matches_twin(core, initial, candidates):
         assert core.snake_case(c) == twin_namespace.snake_case(c)
 
 
+# every character str.isdigit / str.isnumeric knows (a superset of the decimals that the
+# suffix regex's \d matches), plus letters whose lower() is not one code point
+_UNICODE_CHARS = [chr(cp) for cp in range(sys.maxunicode + 1)
+                  if not 0xD800 <= cp <= 0xDFFF and chr(cp).isnumeric()]
+_UNICODE_CHARS += list("\u0130\u03a3\u212a")
+
+
+def test_names_with_every_unicode_digit(core):
+    """The core splits Unicode digit suffixes natively (Python's Unicode database, no
+    callback into the twin): same names as the twin for every numeric character."""
+    assert len(_UNICODE_CHARS) > 1500
+    for ch in _UNICODE_CHARS:
+        for candidate in ("x_" + ch, "x_1" + ch + "0", "x_" + ch + "\n", ch, "Ab" + ch + "Cd"):
+            twin_ns, core_ns = twin_namespace.Namespace(["x_1"]), core.Namespace(["x_1"])
+            assert core_ns.create(candidate) == twin_ns.create(candidate), candidate
+            assert core.snake_case(candidate) == twin_namespace.snake_case(candidate), candidate
+
+
 @pytest.mark.parametrize("initial, candidates", [
     (["getitem"] + [f"getitem_{i}" for i in range(1, 300) if i % 7] + ["getitem_0100"],
      ["getitem"] * 80),
@@ -769,6 +789,8 @@ def test_loader_refuses_a_core_built_for_another_interface(monkeypatch):
     class StaleCore:
         __file__ = "/stale/_core.so"
         INTERFACE = _core_loader.CORE_INTERFACE - 1
+        rules = []
+        set_name_rules = rules.append
 
     monkeypatch.delenv(_core_loader.FORCE_PYTHON_ENV, raising=False)
     monkeypatch.setattr(_core_loader.importlib, "import_module", lambda name: StaleCore)
@@ -778,8 +800,11 @@ def test_loader_refuses_a_core_built_for_another_interface(monkeypatch):
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # announced once per process, not per call
         assert _core_loader.load_core() is None
+    assert StaleCore.rules == []  # a refused core is not handed the rules
     StaleCore.INTERFACE = _core_loader.CORE_INTERFACE
+    monkeypatch.setattr(_core_loader, "_handed_over", None)
     assert _core_loader.load_core() is StaleCore
+    assert StaleCore.rules == [twin_namespace.ILLEGAL_NAMES]
 
 
 def test_built_core_matches_the_sources_interface(core):

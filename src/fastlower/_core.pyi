@@ -41,6 +41,13 @@ def first_difference(op_a: Sequence[int], target_a: Sequence[int], off_a: Sequen
 
 # -- names ----------------------------------------------------------------------------------
 
+def set_name_rules(illegal_names: Iterable[str]) -> None:
+    """Install torch.fx's illegal node names (``fastlower._name_rules.ILLEGAL_NAMES``).
+
+    ``fastlower._core_loader.load_core()`` calls it before handing out the core; the name
+    functions below and ``FusionSimulator`` raise ``RuntimeError`` until it has run.
+    """
+
 def snake_case(s: str) -> str:
     """torch.fx.graph._snake_case"""
 

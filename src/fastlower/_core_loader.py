@@ -8,6 +8,11 @@ pure-Python planner twin must be used instead:
 * the extension cannot be imported, or was built for another binding
   interface (``_core.INTERFACE`` differs from :data:`CORE_INTERFACE`: a
   stale build) -> ``None`` and a single ``RuntimeWarning`` per process.
+
+Before it returns the extension, ``load_core()`` hands it the rules it cannot know
+by itself (:func:`hand_over_rules`): the core never imports a Python module. Code that
+imports ``fastlower._core`` directly (tests) calls :func:`hand_over_rules` itself; the
+core's name functions raise ``RuntimeError`` until then.
 """
 
 from __future__ import annotations
@@ -19,12 +24,13 @@ from typing import Optional
 
 from .settings import FORCE_PYTHON as FORCE_PYTHON_ENV, force_python as _force_python
 
-__all__ = ["load_core", "FORCE_PYTHON_ENV", "CORE_INTERFACE"]
+__all__ = ["load_core", "hand_over_rules", "FORCE_PYTHON_ENV", "CORE_INTERFACE"]
 
 # must equal FASTLOWER_CORE_INTERFACE in csrc/bind_info.cpp; bump both together
 CORE_INTERFACE = 7
 
 _warned = False
+_handed_over: Optional[ModuleType] = None  # the core that last got the rules
 
 
 def load_core() -> Optional[ModuleType]:
@@ -41,7 +47,19 @@ def load_core() -> Optional[ModuleType]:
         _warn_once(f"at {core.__file__} was built for binding interface {built_for}, "
                    f"these sources need {CORE_INTERFACE} (a stale build)")
         return None
+    if core is not _handed_over:
+        hand_over_rules(core)
     return core
+
+
+def hand_over_rules(core: ModuleType) -> None:
+    """Give ``core`` the run-time rules of :mod:`fastlower._name_rules` (torch.fx's
+    illegal node names). Idempotent and thread-safe: the core ignores the same set again."""
+    global _handed_over
+    from ._name_rules import ILLEGAL_NAMES  # imports torch.fx: only when a core is used
+
+    core.set_name_rules(ILLEGAL_NAMES)
+    _handed_over = core
 
 
 def _warn_once(problem: str) -> None:

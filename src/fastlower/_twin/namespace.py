@@ -3,44 +3,17 @@
 The reference lowering creates nodes (getitems, delegate calls, ...) between
 full re-sorts of the graph; every re-sort rebuilds the namespace in the new node
 order, which changes the numbering of the next created names.  The planner
-replays that sequence on names alone.
+replays that sequence on names alone.  The name rules themselves (illegal names,
+sanitising, suffix split) are shared with the C++ core: ``fastlower._name_rules``.
 """
 
 from __future__ import annotations
 
-import re
-from typing import Dict, Iterable, Set, Tuple
+from typing import Dict, Iterable, Set
 
-_NAME_RE = re.compile(r"^([a-zA-Z_][0-9a-zA-Z_]*?)(?:_(\d+))?$")
-_ILLEGAL_CHARS_RE = re.compile("[^0-9a-zA-Z_]+")
-_SNAKE_RE = re.compile(r"(?<=[a-z])([A-Z])")
+from .._name_rules import ILLEGAL_NAMES, snake_case, split_name
 
-
-def _illegal_names() -> Set[str]:
-    # Same set torch.fx refuses as node names (Python keywords and builtins).
-    from torch.fx import graph as fx_graph
-
-    return set(fx_graph._illegal_names)
-
-
-ILLEGAL_NAMES: Set[str] = _illegal_names()
-
-
-def snake_case(s: str) -> str:
-    """``torch.fx.graph._snake_case``: how FX turns a call target into a name."""
-    return _SNAKE_RE.sub(r"_\1", s).lower()
-
-
-def split_name(candidate: str) -> Tuple[str, str, int | None]:
-    """Sanitise ``candidate`` and split it into (candidate, base, numeric suffix)."""
-    match = _NAME_RE.match(candidate)
-    if match is None:
-        candidate = _ILLEGAL_CHARS_RE.sub("_", candidate) or "_unnamed"
-        if candidate[0].isdigit():
-            candidate = f"_{candidate}"
-        match = _NAME_RE.match(candidate)
-    base, num = match.group(1, 2)
-    return candidate, base, (int(num) if num is not None else None)
+__all__ = ["ILLEGAL_NAMES", "Namespace", "snake_case", "split_name"]
 
 
 class Namespace:

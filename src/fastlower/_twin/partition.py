@@ -1,6 +1,7 @@
 """Canonical partitioners' ``propose_partitions``, without transitive closures.
 
-Twin of csrc/partition.cpp.  Two algorithms reproduce, exactly, the partitions of
+Twin of csrc/partition_capability.cpp and csrc/partition_group.cpp.  Two algorithms
+reproduce, exactly, the partitions of
 
 * torch.fx ``CapabilityBasedPartitioner.propose_partitions`` (torch 2.13) and
 * ExecuTorch ``GroupBasedPartitioner.propose_partitions`` (executorch 1.5.1),

@@ -1,6 +1,6 @@
 """Input checks of the partitioners' twins (``partition.py``).
 
-The C++ core (``csrc/partition.cpp``) runs the same checks with the same messages:
+The C++ core (``csrc/partition_graph.cpp``) runs the same checks with the same messages:
 malformed input is a ValueError, a node index out of range an IndexError.
 """
 

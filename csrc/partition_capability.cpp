@@ -1,0 +1,267 @@
+// torch.fx CapabilityBasedPartitioner.propose_partitions, exactly (partition.hpp);
+// follows fastlower/_twin/partition.py step by step (same names where possible).
+#include <algorithm>
+#include <unordered_set>
+
+#include "partition.hpp"
+#include "partition_graph.hpp"
+
+namespace fastlower {
+
+using namespace partition_detail;
+
+ProposedPartitions propose_capability_partitions(const PartitionGraph &g, bool allows_single_node_partition,
+                                                 bool skip_horizontal_fusion) {
+    const size_t n = check_nodes(g);
+    const Csr users(g.users_offsets, g.users);
+    const I N = static_cast<I>(n);
+
+    std::vector<I> assignment(n, -1);
+    std::vector<std::vector<I>> parts;                    // by id; merge target gets removed's nodes
+    std::vector<uint8_t> alive;
+    std::vector<std::unordered_set<I>> partition_map;
+    std::vector<I> partitions_order;                      // min original id of the merged partitions
+    std::vector<std::vector<I>> partition_users;          // sets, deduplicated
+    std::vector<I> live;                                  // live ids
+
+    std::vector<uint32_t> seen(n, 0);
+    uint32_t stamp = 0;
+    std::vector<I> stack;
+    std::vector<uint32_t> pid_seen;      // by partition id
+    std::vector<uint32_t> pid_expanded;  // by partition id: its map was added (same stamp)
+    uint32_t pid_stamp = 0;
+
+    auto next_stamp = [&]() {
+        if (++stamp == 0) {
+            std::fill(seen.begin(), seen.end(), 0);
+            stamp = 1;
+        }
+        return stamp;
+    };
+    auto next_pid_stamp = [&]() {
+        if (++pid_stamp == 0) {
+            std::fill(pid_seen.begin(), pid_seen.end(), 0);
+            std::fill(pid_expanded.begin(), pid_expanded.end(), 0);
+            pid_stamp = 1;
+        }
+        return pid_stamp;
+    };
+
+    // partitions with a node reachable from `starts` (inclusive) and their maps, minus sources
+    auto downstream_partitions = [&](const std::vector<I> &starts, I src_a, I src_b, std::vector<I> &found) {
+        found.clear();
+        const uint32_t s = next_stamp();
+        const uint32_t ps = next_pid_stamp();
+        auto add = [&](I t) {
+            if (pid_seen[t] != ps) {
+                pid_seen[t] = ps;
+                if (t != src_a && t != src_b) found.push_back(t);
+            }
+        };
+        stack.clear();
+        for (I u : starts)
+            if (seen[u] != s) {
+                seen[u] = s;
+                stack.push_back(u);
+            }
+        while (!stack.empty()) {
+            I x = stack.back();
+            stack.pop_back();
+            I t = assignment[x];
+            if (t != -1 && pid_expanded[t] != ps) {  // a partition's map is added once
+                pid_expanded[t] = ps;
+                add(t);
+                for (I q : partition_map[t]) add(q);
+            }
+            for (const I *y = users.begin(x); y != users.end(x); ++y)
+                if (seen[*y] != s) {
+                    seen[*y] = s;
+                    stack.push_back(*y);
+                }
+        }
+    };
+
+    auto finds_cycle = [&](const std::vector<I> &starts, I self_id, I other_id) {
+        const uint32_t s = next_stamp();
+        const uint32_t ps = next_pid_stamp();
+        stack.clear();
+        for (I u : starts)
+            if (seen[u] != s) {
+                seen[u] = s;
+                stack.push_back(u);
+            }
+        while (!stack.empty()) {
+            I x = stack.back();
+            stack.pop_back();
+            I t = assignment[x];
+            if (t == self_id || t == other_id) return true;
+            if (t != -1 && pid_seen[t] != ps) {
+                const auto &pm = partition_map[t];
+                if (pm.count(self_id) || pm.count(other_id)) return true;
+                pid_seen[t] = ps;
+            }
+            for (const I *y = users.begin(x); y != users.end(x); ++y)
+                if (seen[*y] != s) {
+                    seen[*y] = s;
+                    stack.push_back(*y);
+                }
+        }
+        return false;
+    };
+
+    std::vector<I> all_user_nodes, found;
+    auto maybe_merge = [&](I self_id, I other_id, bool &merged) -> I {
+        merged = false;
+        // union of both user sets minus both partitions' nodes
+        all_user_nodes.clear();
+        const uint32_t s = next_stamp();
+        for (I who : {self_id, other_id})
+            for (I u : partition_users[who])
+                if (seen[u] != s) {
+                    seen[u] = s;
+                    if (assignment[u] != self_id && assignment[u] != other_id) all_user_nodes.push_back(u);
+                }
+        if (finds_cycle(all_user_nodes, self_id, other_id)) return self_id;
+        I merge_id = self_id, removed_id = other_id;
+        if (parts[self_id].size() < parts[other_id].size()) std::swap(merge_id, removed_id);
+        for (I x : parts[removed_id]) {
+            assignment[x] = merge_id;
+            parts[merge_id].push_back(x);
+        }
+        std::vector<I>().swap(parts[removed_id]);
+        alive[removed_id] = 0;
+        partitions_order[merge_id] = std::min(partitions_order[merge_id], partitions_order[removed_id]);
+        {
+            auto &dst = partition_map[merge_id];
+            for (I q : partition_map[removed_id]) dst.insert(q);
+            std::unordered_set<I>().swap(partition_map[removed_id]);
+        }
+        partition_users[merge_id] = all_user_nodes;
+        std::vector<I>().swap(partition_users[removed_id]);
+        downstream_partitions(all_user_nodes, merge_id, removed_id, found);
+        auto &dst = partition_map[merge_id];
+        for (I q : found) dst.insert(q);
+        dst.erase(merge_id);
+        dst.erase(removed_id);
+        merged = true;
+        return merge_id;
+    };
+
+    I next_id = 0;
+    bool dirty = false;
+    std::vector<I> candidates, user_list;
+    for (I i = N - 1; i >= 0; --i) {
+        candidates.clear();
+        bool created = false;
+        if (g.supported[i] && assignment[i] == -1) {
+            I pid = next_id++;
+            parts.emplace_back(1, i);
+            alive.push_back(1);
+            partition_map.emplace_back();
+            partitions_order.push_back(pid);
+            pid_seen.push_back(0);
+            pid_expanded.push_back(0);
+            assignment[i] = pid;
+            user_list.assign(users.begin(i), users.end(i));
+            // set(node.users): users lists have no duplicates (dict keys)
+            partition_users.emplace_back(user_list);
+            downstream_partitions(user_list, pid, pid, found);
+            for (I q : found) partition_map[pid].insert(q);
+            live.push_back(pid);
+            candidates.push_back(pid);
+            created = true;
+            dirty = true;
+        }
+        if (skip_horizontal_fusion) {
+            if (created) {
+                const uint32_t ps = next_pid_stamp();
+                for (I c : candidates) pid_seen[c] = ps;
+                for (const I *u = users.begin(i); u != users.end(i); ++u) {
+                    I t = assignment[*u];
+                    if (t != -1 && pid_seen[t] != ps) {
+                        pid_seen[t] = ps;
+                        candidates.push_back(t);
+                    }
+                }
+            }
+        } else if (dirty) {
+            live.erase(std::remove_if(live.begin(), live.end(), [&](I p) { return !alive[p]; }), live.end());
+            std::vector<I> by_order(live);
+            std::sort(by_order.begin(), by_order.end(),
+                      [&](I a, I b) { return partitions_order[a] < partitions_order[b]; });
+            for (I p : by_order)
+                if (candidates.empty() || p != candidates[0]) candidates.push_back(p);
+        } else {
+            continue;
+        }
+        bool merged_any = false;
+        if (candidates.size() > 1) {
+            I self_id = candidates[0];
+            for (size_t k = 1; k < candidates.size(); ++k) {
+                bool merged;
+                self_id = maybe_merge(self_id, candidates[k], merged);
+                merged_any = merged_any || merged;
+            }
+        }
+        dirty = merged_any;
+    }
+    partition_map.clear();
+    partition_map.shrink_to_fit();
+    partition_users.clear();
+
+    const I n_parts = next_id;
+    OrderedMembers m;
+    m.lists.resize(n_parts);
+    m.slot.assign(n, -1);
+    m.live_count.assign(n_parts, 0);
+    std::vector<uint8_t> has_order(n, 0);
+    for (I p = 0; p < n_parts; ++p) {
+        if (!alive[p]) continue;
+        std::sort(parts[p].begin(), parts[p].end());  // descending node order = graph order
+        for (I x : parts[p]) {
+            m.append(p, x);
+            has_order[x] = 1;
+        }
+    }
+
+    // getitem reassignment until nothing changes; a dict keeps first-insertion order
+    std::vector<I> re_nodes, re_target(n, -1);
+    std::vector<uint32_t> re_seen(n, 0);
+    uint32_t re_stamp = 0;
+    for (size_t round = 0;; ++round) {
+        re_nodes.clear();
+        ++re_stamp;
+        for (I i = 0; i < N; ++i) {
+            if (!all_users_getitem(users, g.is_getitem, i)) continue;
+            I pid = assignment[i];
+            for (const I *u = users.begin(i); u != users.end(i); ++u)
+                if (assignment[*u] != pid) {
+                    if (re_seen[*u] != re_stamp) {
+                        re_seen[*u] = re_stamp;
+                        re_nodes.push_back(*u);
+                    }
+                    re_target[*u] = pid;
+                }
+        }
+        if (re_nodes.empty()) break;
+        if (round + 1 > n + 1)
+            throw PartitionInputError(
+                "node " + std::to_string(re_nodes[0]) +
+                ": getitem reassignment does not converge (a getitem node reads two tuple producers); "
+                "the reference loops forever on this graph");
+        for (I u : re_nodes) {
+            I pid = re_target[u];
+            if (assignment[u] != -1) m.remove(assignment[u], u);
+            assignment[u] = pid;
+            has_order[u] = 0;
+            if (pid != -1) m.append(pid, u);
+        }
+    }
+
+    std::vector<I> order;
+    for (I p = 0; p < n_parts; ++p)
+        if (alive[p]) order.push_back(p);
+    return finish(order, m, has_order, g.compute_weight, allows_single_node_partition);
+}
+
+}  // namespace fastlower
