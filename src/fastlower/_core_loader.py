@@ -22,7 +22,7 @@ from .settings import FORCE_PYTHON as FORCE_PYTHON_ENV, force_python as _force_p
 __all__ = ["load_core", "FORCE_PYTHON_ENV", "CORE_INTERFACE"]
 
 # must equal FASTLOWER_CORE_INTERFACE in csrc/bind_info.cpp; bump both together
-CORE_INTERFACE = 7
+CORE_INTERFACE = 8
 
 _warned = False
 

@@ -17,7 +17,7 @@ from .._schema import (
     STOP_SHARED_CONSTANT, STOP_TAGGED_OUTPUT, STOP_TAGGED_USER_INPUT, STOP_VALIDATE, GraphArrays,
     PartitionPlan, PlanOptions, PlanResult, RuleStop, Simulator,
 )
-from .checks import check_length
+from .checks import check_length, check_node_ids
 from .fusion import FusionSimulator
 from .grouping import group_by_tag
 
@@ -30,12 +30,8 @@ TagStops = Dict[int, Tuple[int, List[int]]]
 def plan_graph(arrays: GraphArrays, tag_names: Sequence[str], options: PlanOptions,
                top: Optional[Simulator] = None) -> PlanResult:
     """Plan one graph; see the module docstring."""
-    n = len(arrays.op)
-    check_length("plan_graph", "options.no_copy", options.no_copy, n)
-    if not options.is_submodule and len(options.duplication_order) != len(tag_names):
-        raise ValueError("plan_graph: options.duplication_order has "
-                         f"{len(options.duplication_order)} entries, expected {len(tag_names)}")
     sim = FusionSimulator(arrays, tag_names, options.is_submodule, top, options.taken_lowered)
+    _check_options(len(arrays.op), len(tag_names), options)
     duplicating, fusing = contract_stops(arrays, len(tag_names), options)
     result = PlanResult(sim)
     if not options.is_submodule:
@@ -44,6 +40,19 @@ def plan_graph(arrays: GraphArrays, tag_names: Sequence[str], options: PlanOptio
             return result
     _fuse_all(sim, result, options, fusing)
     return result
+
+
+def _check_options(n: int, n_tags: int, options: PlanOptions) -> None:
+    """The options fit the graph (same checks, order and messages as the core)."""
+    check_length("plan_graph", "options.no_copy", options.no_copy, n)
+    if options.is_submodule:
+        return
+    order = options.duplication_order
+    if len(order) != n_tags:
+        raise ValueError(f"plan_graph: options.duplication_order has {len(order)} entries, "
+                         f"expected {n_tags}")
+    for t, candidates in enumerate(order):
+        check_node_ids("plan_graph", f"options.duplication_order[{t}]", candidates, n)
 
 
 def contract_stops(a: GraphArrays, n_tags: int, options: PlanOptions) -> Tuple[TagStops, TagStops]:
