@@ -24,6 +24,20 @@ for p in reversed(_paths):
 
 
 @pytest.fixture(scope="session", autouse=True)
+def _core_result_types():
+    """Tests that drive ``fastlower._core`` directly (even under FASTLOWER_FORCE_PYTHON=1,
+    when ``fastlower.plan`` does not) give it the dataclasses its results are built of."""
+    try:
+        import fastlower._core as core
+    except ImportError:
+        return
+    if hasattr(core, "register_types"):
+        from fastlower._schema import PartitionPlan, PlanResult, RuleStop
+
+        core.register_types(PartitionPlan, RuleStop, PlanResult)
+
+
+@pytest.fixture(scope="session", autouse=True)
 def _fork_preprocess_workers():
     """The session forks fastlower's preprocess workers, as a single-threaded program does.
 

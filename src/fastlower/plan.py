@@ -16,7 +16,6 @@ import torch
 
 from . import errors
 from ._core_loader import load_core
-from ._twin import contract as twin_contract
 from ._twin import grouping as twin_grouping
 from ._twin import identity as twin_identity
 from ._schema import (
@@ -51,12 +50,6 @@ def group_by_tag(tags: Sequence[int], n_tags: int) -> List[List[int]]:
     if _core is not None and hasattr(_core, "group_by_tag"):
         return _core.group_by_tag(list(tags), n_tags)
     return twin_grouping.group_by_tag(tags, n_tags)
-
-
-def find_contract_violation(*args) -> Tuple[int, int, int]:
-    if _core is not None and hasattr(_core, "find_contract_violation"):
-        return tuple(_core.find_contract_violation(*args))
-    return twin_contract.find_contract_violation(*args)
 
 
 def first_difference(*args) -> int:
