@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import os
 import sys
-from types import SimpleNamespace
 from typing import Callable, List
 
 import atheris
@@ -48,6 +47,7 @@ with atheris.instrument_imports(include=["fastlower", "corpus_format"]):
     from fastlower._twin import grouping as twin_grouping
     from fastlower._twin import identity as twin_identity
     from fastlower._twin import namespace as twin_namespace
+    from fastlower._schema import OWNABLE_ROLES
     from fastlower._twin.fusion import FusionSimulator as TwinSimulator, GraphArrays
 
 # what a core entry point may raise on bad input; anything else is a bug
@@ -176,6 +176,21 @@ def sim_state(sim) -> tuple:
             list(sim.out_args), sim.lowered_count, [vars(p) for p in sim.partitions])
 
 
+def plan_duplicate(sim, g, n_tags: int):
+    """``plan_graph``'s constant duplication through the fine-grained calls: None, or the
+    tagged user input among the candidates that stops it."""
+    for order in fl_plan.duplication_order(g, n_tags):
+        touched = []
+        for c in order:
+            if g.roles[c] not in OWNABLE_ROLES:
+                return ("tagged user input", c)
+            touched.append(c)
+            touched.extend(sim.duplicate_constant(c))
+        for c in touched:
+            sim.retag_constant(c)
+    return None
+
+
 def plan_fuse_all(sim, n_tags: int, single: bool) -> list:
     """``plan._fuse_all`` with a record of each step instead of typed errors."""
     steps = []
@@ -243,8 +258,7 @@ def apply_op(sim, op: tuple, g: GraphArrays, tag_names: List[str]):
     if code == cf.OP_PLAN_FUSE_ALL:
         return plan_fuse_all(sim, n_tags, op[1])
     if code == cf.OP_PLAN_DUPLICATE:
-        error = fl_plan._duplicate_shared_constants(sim, SimpleNamespace(arrays=g), tag_names)
-        return None if error is None else (type(error).__name__, str(error))  # comparable
+        return plan_duplicate(sim, g, len(tag_names))
     raise AssertionError(code)
 
 
