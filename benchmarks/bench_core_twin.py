@@ -20,7 +20,9 @@ import time
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
 from fastlower import plan as fl_plan  # noqa: E402
-from fastlower._schema import DELEGATES_AFTER_FUSING, DELEGATES_WHILE_FUSING  # noqa: E402
+from fastlower._schema import (  # noqa: E402
+    DELEGATES_AFTER_FUSING, DELEGATES_WHILE_FUSING, OP_PLACEHOLDER, OWNABLE_ROLES,
+)
 from fastlower.encode import EncodedGraph, Interner  # noqa: E402
 from fastlower._twin.fusion import FusionSimulator  # noqa: E402
 from tests.test_core_twin import DriveConfig, drive, make_graph, make_tag_names, snapshot  # noqa: E402
@@ -68,6 +70,11 @@ def main() -> None:
     rng = random.Random(args.seed)
     case = make_graph(rng, args.nodes, args.tags, tag_mode="unique_runs", p_mutation=0.0)
     case.tag_names = make_tag_names(rng, args.tags, fancy=False)
+    # broken rules stop planning at once: no shared no_copy constant, no tagged user input
+    case.no_copy = [0] * len(case.no_copy)
+    a = case.arrays
+    a.tags = [-1 if o == OP_PLACEHOLDER and a.roles[i] not in OWNABLE_ROLES else a.tags[i]
+              for i, o in enumerate(a.op)]
     drop_invalid_tags(case)
     for single in (True, False):
         times = {}
