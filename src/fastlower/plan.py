@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 import warnings
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Callable, List, Optional, Sequence, Tuple
+from typing import TYPE_CHECKING, Callable, List, Optional, Sequence, Tuple, cast
 
 import torch
 
@@ -25,7 +25,7 @@ from ._schema import (
     GraphArrays, PartitionPlan, PlanOptions, PlanResult, RuleStop, Simulator,
 )
 from ._twin import plan as twin_plan
-from .encode import EncodedGraph, TargetKeys, structure_arrays
+from .encode import EncodedGraph, Interner, TargetKeys, structure_arrays
 
 log = logging.getLogger(__name__)
 
@@ -202,7 +202,9 @@ def stop_error(stop: RuleStop, enc: EncodedGraph, sim: Simulator,
         return errors.TaggedUserInputError(names[nodes[0]], tag)
     if kind == STOP_SHARED_CONSTANT:
         other = nodes[1]
-        other_tag = tag_names[a.tags[other]] if a.tags[other] >= 0 else enc.unknown_tags.get(other)
+        # untagged (None) or a tag partition_tags does not name, as the partitioner wrote it
+        other_tag = cast(Optional[str], tag_names[a.tags[other]] if a.tags[other] >= 0
+                         else enc.unknown_tags.get(other))
         return errors.SharedConstantError(names[nodes[0]], tag, names[other], other_tag, True)
     if kind == STOP_CYCLE:
         return errors.CyclicPartitionError(tag, [names[i] for i in nodes])
@@ -210,7 +212,8 @@ def stop_error(stop: RuleStop, enc: EncodedGraph, sim: Simulator,
         return errors.NoPartitionOutputError(tag, names[nodes[0]])
     if kind in (STOP_MUTATION_RETURNED, STOP_OWNED_UPDATE_READ):
         gi = nodes[0]
-        target = str(enc.targets.values[sim.out_targets[list(sim.out_args).index(gi)]])
+        targets = cast(Interner, enc.targets)  # encode_graph interns every target
+        target = str(targets.values[sim.out_targets[list(sim.out_args).index(gi)]])
         if kind == STOP_MUTATION_RETURNED:
             return errors.BufferMutationOutputError(names[gi], tag, target)
         return errors.OwnedBufferUpdateReadError(names[gi], tag, target,
