@@ -2,9 +2,13 @@
 
 Constants are the integer codes of the flat encoding (``fastlower.encode``); the C++
 core holds the same values in ``csrc/schema.hpp`` (``tests/test_schema.py`` fails when
-one side drifts from the other). The dataclasses are what crosses the core's boundary:
-:class:`GraphArrays` goes in, :class:`PartitionPlan` comes out; ``csrc/fusion.hpp``'s
-``GraphInput`` and ``PartitionData`` mirror their fields (checked by the same test).
+one side drifts from the other). The dataclasses are what crosses the core's boundary
+in its one coarse call, ``plan_graph(arrays, tag_names, options, top) -> PlanResult``:
+:class:`GraphArrays` and :class:`PlanOptions` go in; a :class:`PlanResult` (the
+simulator, its :class:`PartitionPlan` list, the :class:`RuleStop` where planning
+stopped) comes out. ``csrc/fusion.hpp``'s ``GraphInput`` and ``PartitionData`` and
+``csrc/plan.hpp``'s ``PlanOptionsData`` and ``RuleStopData`` mirror their fields
+(checked by the same test).
 :class:`Simulator` is the interface of a fusion simulator, implemented by both the core
 (``fastlower._core.FusionSimulator``) and its pure-Python twin
 (``fastlower._twin.fusion.FusionSimulator``).
