@@ -2,9 +2,11 @@
 partition programs, and build the lowered program around its top graph.
 
 A path (:mod:`.single`, :mod:`.multi`) subclasses :class:`LoweringPath` and
-says only where the reference's two paths differ: how a method is planned
-(delegates inserted while fusing, or after every partition is fused), the
-partition program's output meta, and the order lowered modules are attached.
+says only where the reference's two paths differ: when delegates are inserted
+(``delegate_insertion``, a ``_schema.PlanOptions`` value stated once per path:
+while fusing, or after every partition is fused; the plan carries it, and the
+partition program's output meta follows from it), and the order lowered modules
+are attached.
 """
 
 from __future__ import annotations
