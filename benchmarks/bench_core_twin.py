@@ -2,8 +2,8 @@
 
     .venv/bin/python benchmarks/bench_core_twin.py [--nodes 5000] [--tags 250] [--repeat 3]
 
-Plans the graph with ``fastlower.plan._plan_graph`` (constant duplication,
-grouping, cycle checks, fusion, delegate insertion on the single-program path;
+Plans the graph with ``fastlower.plan.plan_program`` (one ``plan_graph`` call: constant
+duplication, grouping, cycle checks, fusion, delegate insertion on the single-program path;
 then the multi-method path's delegate insertion in iter_partitions order), once
 with the twin and once with ``fastlower._core``, checks both plans agree and
 prints the best wall time of each.
@@ -20,6 +20,9 @@ import time
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
 from fastlower import plan as fl_plan  # noqa: E402
+from fastlower._schema import (  # noqa: E402
+    DELEGATES_AFTER_FUSING, DELEGATES_WHILE_FUSING, OP_PLACEHOLDER, OWNABLE_ROLES,
+)
 from fastlower.encode import EncodedGraph, Interner  # noqa: E402
 from fastlower._twin.fusion import FusionSimulator  # noqa: E402
 from tests.test_core_twin import DriveConfig, drive, make_graph, make_tag_names, snapshot  # noqa: E402
@@ -28,7 +31,7 @@ from tests.test_core_twin import DriveConfig, drive, make_graph, make_tag_names,
 def drop_invalid_tags(case) -> None:
     """Untag the tags plan.py would reject (cyclic or output-less partitions)."""
     while True:
-        trace, _ = drive(FusionSimulator, case, DriveConfig(True, True, None))
+        trace, _ = drive(FusionSimulator, case, DriveConfig(True, None))
         bad = {step[1] for step in trace if (step[0] == "find_cycle" and step[2] is not None)
                or step[0] == "no-output"}
         if not bad:
@@ -43,7 +46,9 @@ def plan_once(core, case, single: bool):
         enc = EncodedGraph(graph_module=None, nodes=[], arrays=case.arrays, no_copy=case.no_copy,
                            targets=Interner())
         t0 = time.perf_counter()
-        plan = fl_plan._plan_graph(enc, case.tag_names, False, None, single)
+        plan = fl_plan.plan_program(
+            enc, case.tag_names, DELEGATES_WHILE_FUSING if single else DELEGATES_AFTER_FUSING)
+        assert plan.stop is None and plan.after_preprocess is None
         if not single:
             for g, pid in fl_plan.iter_partitions(plan):
                 g.sim.insert_delegate(pid)
@@ -65,6 +70,11 @@ def main() -> None:
     rng = random.Random(args.seed)
     case = make_graph(rng, args.nodes, args.tags, tag_mode="unique_runs", p_mutation=0.0)
     case.tag_names = make_tag_names(rng, args.tags, fancy=False)
+    # broken rules stop planning at once: no shared no_copy constant, no tagged user input
+    case.no_copy = [0] * len(case.no_copy)
+    a = case.arrays
+    a.tags = [-1 if o == OP_PLACEHOLDER and a.roles[i] not in OWNABLE_ROLES else a.tags[i]
+              for i, o in enumerate(a.op)]
     drop_invalid_tags(case)
     for single in (True, False):
         times = {}

@@ -2,19 +2,16 @@
 //
 // Per-node attributes (op, names, users, ...) are live read-only views that
 // index like the twin's lists (`sim.tags[u]`, `sim.pos.__getitem__`,
-// iteration, len, ==); `partitions` holds the twin's own PartitionPlan
-// dataclass instances and `copy_target` is a live dict, as in the twin.
+// iteration, len, ==); `partitions` holds PartitionPlan dataclass instances
+// (the type given to register_types) and `copy_target` is a live dict, as in
+// the twin.  The coarse call plan_graph is in bind_plan.cpp.
 #include <algorithm>
-#include <unordered_map>
 #include <memory>
 #include <string>
 #include <vector>
 
-#include <pybind11/gil_safe_call_once.h>
-
-#include "bindings.hpp"
+#include "bind_sim.hpp"
 #include "checks.hpp"
-#include "fusion.hpp"
 #include "pyconv.hpp"
 #include "pyhooks.hpp"
 
@@ -42,32 +39,23 @@ enum Field : int {
     F_PRIO,
 };
 
-// Imported on first use, not in a static initialiser: a C++ static's guard held while
-// the import releases the GIL deadlocks against a second thread waiting on that guard
-// with the GIL (pybind11's gil_safe_call_once_and_store waits without it). The stored
-// object is never destroyed, so no Python call happens at exit.
-const py::object &plan_class() {
-    PYBIND11_CONSTINIT static py::gil_safe_call_once_and_store<py::object> storage;
-    return storage
-        .call_once_and_store_result(
-            [] { return py::module_::import("fastlower._schema").attr("PartitionPlan"); })
-        .get_stored();
+// Set by register_types; never destroyed, so no Python call happens at exit.
+ResultTypes *registered_types = nullptr;
+
+}  // namespace
+
+const ResultTypes &result_types() {
+    if (!registered_types)
+        throw std::runtime_error(
+            "fastlower._core.register_types(PartitionPlan, RuleStop, PlanResult) was not called "
+            "(fastlower.plan calls it on import)");
+    return *registered_types;
 }
 
-struct PySim {
-    std::unique_ptr<FusionCore> core;
-    py::object g;
-    py::object top;  // None: this simulator is the top level
-    py::list tag_names;
-    py::list partitions;
-    py::dict copy_target;
-    size_t copies_published = 0;
-
-    void publish_copies() {
-        for (; copies_published < core->copies.size(); ++copies_published)
-            copy_target[py::int_(core->copies[copies_published])] = to_str(core->copy_fqn[copies_published]);
-    }
-};
+void PySim::publish_copies() {
+    for (; copies_published < core->copies.size(); ++copies_published)
+        copy_target[py::int_(core->copies[copies_published])] = to_str(core->copy_fqn[copies_published]);
+}
 
 py::object make_plan(const PartitionData &p) {
     py::dict member_inputs;
@@ -90,8 +78,10 @@ py::object make_plan(const PartitionData &p) {
     kw["deleted_getitems"] = to_list(p.deleted_getitems);
     kw["owns_state"] = p.owns_state;
     kw["single_output"] = p.single_output;
-    return plan_class()(**kw);
+    return result_types().partition_plan(**kw);
 }
+
+namespace {
 
 struct NodeView {
     py::object owner;  // keeps the simulator alive
@@ -147,148 +137,7 @@ FusionCore &core_of(PySim &s) { return *s.core; }
 
 int64_t sat(py::handle x) { return pyconv::to_i64_saturating(x.ptr()); }
 
-using Rows = std::vector<std::vector<int64_t>>;
-
-Rows node_rows(py::handle seq) {
-    pyconv::FastSeq s(seq);
-    Rows out(s.size());
-    for (size_t i = 0; i < s.size(); ++i) out[i] = pyconv::ints_saturating(s[i]);
-    return out;
-}
-
-std::vector<std::vector<int32_t>> narrow_rows(const Rows &rows) {
-    std::vector<std::vector<int32_t>> out(rows.size());
-    for (size_t i = 0; i < rows.size(); ++i) out[i].assign(rows[i].begin(), rows[i].end());
-    return out;
-}
-
-// Position of each input of one node, for the users/inputs match.
-class InputSlots {
-  public:
-    explicit InputSlots(const Rows &inputs) : inputs_(inputs), seen_(inputs.size()) {
-        for (size_t u = 0; u < inputs.size(); ++u) seen_[u].assign(inputs[u].size(), 0);
-    }
-    // slot of x in inputs[u], or -1
-    int64_t find(size_t u, int64_t x) {
-        const auto &in = inputs_[u];
-        if (in.size() <= 16) {
-            for (size_t k = 0; k < in.size(); ++k)
-                if (in[k] == x) return static_cast<int64_t>(k);
-            return -1;
-        }
-        auto it = wide_.find(u);
-        if (it == wide_.end()) {
-            it = wide_.emplace(u, std::unordered_map<int64_t, int64_t>{}).first;
-            for (size_t k = 0; k < in.size(); ++k) it->second.emplace(in[k], static_cast<int64_t>(k));
-        }
-        auto jt = it->second.find(x);
-        return jt == it->second.end() ? -1 : jt->second;
-    }
-    std::vector<std::vector<uint8_t>> &seen() { return seen_; }
-
-  private:
-    const Rows &inputs_;
-    std::vector<std::vector<uint8_t>> seen_;
-    std::unordered_map<size_t, std::unordered_map<int64_t, int64_t>> wide_;
-};
-
-// The checks of fastlower._twin.fusion.check_graph_arrays, same order and messages.
-void check_graph_arrays(const std::vector<int64_t> &op, const std::vector<size_t> &per_node_sizes,
-                        const char *const *per_node_names, size_t n_per_node, const Rows &inputs,
-                        const Rows &users, const std::vector<int64_t> &out_args, size_t n_out_kinds,
-                        size_t n_out_targets) {
-    const std::string where = "FusionSimulator";
-    const size_t n = op.size();
-    for (size_t f = 0; f < n_per_node; ++f)
-        if (per_node_sizes[f] != n)
-            checks::value_error(where + ": g." + per_node_names[f] + " has " + std::to_string(per_node_sizes[f]) +
-                                " entries, expected " + std::to_string(n));
-    const size_t m = out_args.size();
-    checks::length(where, "g.out_kinds", std::vector<char>(n_out_kinds), m);
-    checks::length(where, "g.out_targets", std::vector<char>(n_out_targets), m);
-    for (size_t i = 0; i < n; ++i)
-        if (op[i] < OP_PLACEHOLDER || op[i] > OP_OUTPUT)
-            checks::value_error(where + ": g.op[" + std::to_string(i) + "] is not an op code in [0, 5]");
-    for (size_t i = 0; i < n; ++i) checks::node_ids(where, "g.inputs[" + std::to_string(i) + "]", inputs[i], n);
-    for (size_t i = 0; i < n; ++i) checks::node_ids(where, "g.users[" + std::to_string(i) + "]", users[i], n);
-    // node.all_input_nodes has no duplicates
-    std::vector<uint32_t> stamp(n, 0);
-    for (size_t i = 0; i < n; ++i)
-        for (int64_t x : inputs[i]) {
-            if (stamp[static_cast<size_t>(x)] == i + 1)
-                checks::value_error(where + ": g.inputs[" + std::to_string(i) + "] lists a node twice");
-            stamp[static_cast<size_t>(x)] = static_cast<uint32_t>(i + 1);
-        }
-    // users[x] lists exactly the nodes that take x as an input, each once
-    InputSlots slots(inputs);
-    size_t matched = 0, expected = 0;
-    for (const auto &in : inputs) expected += in.size();
-    for (size_t x = 0; x < n; ++x)
-        for (int64_t u : users[x]) {
-            const int64_t k = slots.find(static_cast<size_t>(u), static_cast<int64_t>(x));
-            if (k < 0 || slots.seen()[static_cast<size_t>(u)][static_cast<size_t>(k)])
-                checks::value_error(where + ": g.users[" + std::to_string(x) + "] does not match g.inputs (user " +
-                                    std::to_string(u) + ")");
-            slots.seen()[static_cast<size_t>(u)][static_cast<size_t>(k)] = 1;
-            ++matched;
-        }
-    if (matched != expected)
-        for (size_t u = 0; u < n; ++u)
-            for (size_t k = 0; k < inputs[u].size(); ++k)
-                if (!slots.seen()[u][k])
-                    checks::value_error(where + ": g.users[" + std::to_string(inputs[u][k]) + "] lacks node " +
-                                        std::to_string(u) + ", which takes it as an input");
-    for (size_t p = 0; p < m; ++p)
-        if (out_args[p] != -1 && !checks::is_node_id(out_args[p], n))
-            checks::index_error(where + ": g.out_args[" + std::to_string(p) + "] is neither -1 nor a node id in [0, " +
-                                std::to_string(n) + ")");
-    if (m && !(n && op[n - 1] == OP_OUTPUT))
-        checks::value_error(where + ": g.out_args is not empty but the last node is not an output node");
-    if (m) {
-        std::vector<uint8_t> is_out_input(n, 0);
-        for (int64_t x : inputs[n - 1]) is_out_input[static_cast<size_t>(x)] = 1;
-        for (size_t p = 0; p < m; ++p)
-            if (out_args[p] != -1 && !is_out_input[static_cast<size_t>(out_args[p])])
-                checks::value_error(where + ": g.out_args[" + std::to_string(p) +
-                                    "] is not an input of the output node");
-    }
-}
-
-GraphInput convert_arrays(py::handle a) {
-    GraphInput g;
-    std::vector<int64_t> op = pyconv::ints_saturating(a.attr("op"));
-    const size_t n = op.size();
-    if (n >= static_cast<size_t>(INT32_MAX / 4)) throw Unsupported("graph too large");
-    g.prioritized = pyconv::flags(a.attr("prioritized"));
-    Rows inputs = node_rows(a.attr("inputs"));
-    Rows users = node_rows(a.attr("users"));
-    g.names = pyconv::strings(a.attr("names"));
-    g.tags = pyconv::ints(a.attr("tags"));
-    g.roles = pyconv::ints(a.attr("roles"));
-    g.targets = pyconv::ints(a.attr("targets"));
-    g.debug_handles = pyconv::ints(a.attr("debug_handles"));
-    g.fake_vals = pyconv::flags(a.attr("fake_vals"));
-    g.out_args = pyconv::ints_saturating(a.attr("out_args"));
-    g.out_kinds = pyconv::ints(a.attr("out_kinds"));
-    g.out_targets = pyconv::ints(a.attr("out_targets"));
-    static const char *const kPerNode[] = {"prioritized", "inputs",  "users",         "names",    "tags",
-                                           "roles",       "targets", "debug_handles", "fake_vals"};
-    const std::vector<size_t> sizes = {g.prioritized.size(), inputs.size(),       users.size(),
-                                       g.names.size(),       g.tags.size(),       g.roles.size(),
-                                       g.targets.size(),     g.debug_handles.size(), g.fake_vals.size()};
-    check_graph_arrays(op, sizes, kPerNode, 9, inputs, users, g.out_args, g.out_kinds.size(),
-                       g.out_targets.size());
-    // limits of the core's representation (the twin has none): fall back to it
-    size_t n_edges = 0;
-    for (const auto &in : inputs) n_edges += in.size();
-    if (n_edges >= static_cast<size_t>(INT32_MAX / 4)) throw Unsupported("graph too large");
-    for (int64_t d : g.debug_handles)
-        if (d > (int64_t(1) << 62) || d < -(int64_t(1) << 62)) throw Unsupported("debug handle out of range");
-    g.op.assign(op.begin(), op.end());
-    g.inputs = narrow_rows(inputs);
-    g.users = narrow_rows(users);
-    return g;
-}
+}  // namespace
 
 std::unique_ptr<PySim> make_sim(py::object arrays, py::object tag_names, bool is_submodule, py::object top,
                                 py::iterable taken_lowered) {
@@ -330,9 +179,16 @@ std::unique_ptr<PySim> make_sim(py::object arrays, py::object tag_names, bool is
     return sim;
 }
 
-}  // namespace
-
 void register_fusion(py::module_ &m) {
+    m.def(
+        "register_types",
+        [](py::object partition_plan, py::object rule_stop, py::object plan_result) {
+            if (!registered_types) registered_types = new ResultTypes();
+            *registered_types = ResultTypes{partition_plan, rule_stop, plan_result};
+        },
+        py::arg("partition_plan"), py::arg("rule_stop"), py::arg("plan_result"),
+        "The dataclasses results are built of (fastlower._schema's PartitionPlan, RuleStop,\n"
+        "PlanResult); fastlower.plan registers them on import.");
     // raised when a graph is outside what the core represents exactly; plan.py
     // then falls back to the twin
     py::register_exception<Unsupported>(m, "Unsupported", PyExc_ValueError);
@@ -451,6 +307,7 @@ void register_fusion(py::module_ &m) {
                  plan.attr("debug_handle") = p.debug_handle;
              })
         .def("max_debug_handle", [](PySim &s) { return s.core->max_debug_handle(); });
+    register_plan_graph(m);
 }
 
 }  // namespace fastlower

@@ -123,6 +123,9 @@ class FusionCore {
         for (int32_t e = u_head_[x]; e != -1; e = edges_[e].next) f(edges_[e].dst);
     }
     void users_of(int32_t x, std::vector<int32_t> &out) const;
+    // input-spec role of original node i (ROLE_*)
+    int64_t role(int32_t i) const { return g_roles_[i]; }
+    size_t n_tags() const { return fused_candidates_.size(); }
 
     // -- the twin's methods --
     std::vector<int32_t> order() const;

@@ -48,4 +48,23 @@ inline constexpr int64_t CONTRACT_TAGGED_USER_INPUT = 2;
 inline constexpr int64_t CONTRACT_UNKNOWN_TAG = 3;
 inline constexpr int64_t CONTRACT_NO_COPY_SHARED = 4;
 
+// plan_graph's stops: the broken rule the reference meets first (RuleStop.kind)
+inline constexpr int64_t STOP_TAGGED_OUTPUT = 1;
+inline constexpr int64_t STOP_TAGGED_USER_INPUT = 2;
+inline constexpr int64_t STOP_SHARED_CONSTANT = 3;
+inline constexpr int64_t STOP_CYCLE = 4;
+inline constexpr int64_t STOP_NO_OUTPUT = 5;
+inline constexpr int64_t STOP_MUTATION_RETURNED = 6;
+inline constexpr int64_t STOP_OWNED_UPDATE_READ = 7;
+inline constexpr int64_t STOP_VALIDATE = 8;
+
+// where a stop is met in the reference's work on one partition (RuleStop.stage)
+inline constexpr int64_t STAGE_FUSE = 0;
+inline constexpr int64_t STAGE_PROGRAM = 1;
+inline constexpr int64_t STAGE_INSERT = 2;
+
+// when plan_graph inserts each partition's delegate (PlanOptions.delegate_insertion)
+inline constexpr int64_t DELEGATES_WHILE_FUSING = 0;
+inline constexpr int64_t DELEGATES_AFTER_FUSING = 1;
+
 }  // namespace fastlower

@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import os
 import sys
-from types import SimpleNamespace
 from typing import Callable, List
 
 import atheris
@@ -48,6 +47,8 @@ with atheris.instrument_imports(include=["fastlower", "corpus_format"]):
     from fastlower._twin import grouping as twin_grouping
     from fastlower._twin import identity as twin_identity
     from fastlower._twin import namespace as twin_namespace
+    from fastlower._schema import OWNABLE_ROLES, PlanOptions
+    from fastlower._twin import plan as twin_plan
     from fastlower._twin.fusion import FusionSimulator as TwinSimulator, GraphArrays
 
 # what a core entry point may raise on bad input; anything else is a bug
@@ -176,6 +177,21 @@ def sim_state(sim) -> tuple:
             list(sim.out_args), sim.lowered_count, [vars(p) for p in sim.partitions])
 
 
+def plan_duplicate(sim, g, n_tags: int):
+    """``plan_graph``'s constant duplication through the fine-grained calls: None, or the
+    tagged user input among the candidates that stops it."""
+    for order in fl_plan.duplication_order(g, n_tags):
+        touched = []
+        for c in order:
+            if g.roles[c] not in OWNABLE_ROLES:
+                return ("tagged user input", c)
+            touched.append(c)
+            touched.extend(sim.duplicate_constant(c))
+        for c in touched:
+            sim.retag_constant(c)
+    return None
+
+
 def plan_fuse_all(sim, n_tags: int, single: bool) -> list:
     """``plan._fuse_all`` with a record of each step instead of typed errors."""
     steps = []
@@ -243,8 +259,7 @@ def apply_op(sim, op: tuple, g: GraphArrays, tag_names: List[str]):
     if code == cf.OP_PLAN_FUSE_ALL:
         return plan_fuse_all(sim, n_tags, op[1])
     if code == cf.OP_PLAN_DUPLICATE:
-        error = fl_plan._duplicate_shared_constants(sim, SimpleNamespace(arrays=g), tag_names)
-        return None if error is None else (type(error).__name__, str(error))  # comparable
+        return plan_duplicate(sim, g, len(tag_names))
     raise AssertionError(code)
 
 
@@ -268,12 +283,42 @@ def fuzz_simulator(r: cf.Reader) -> None:
     same("final state", ("ok", sim_state(sims[0])), ("ok", sim_state(sims[1])))
 
 
+def plan_outcome(plan_graph, g, tag_names, options) -> tuple:
+    """A PlanResult compared by stop kind and location (codes, node ids) and final state."""
+    result = plan_graph(g, tag_names, options)
+    stops = [None if s is None else (s.kind, s.stage, s.pid, s.tag, list(s.nodes))
+             for s in (result.stop, result.insert_stop)]
+    return (*stops, sim_state(result.sim))
+
+
+def fuzz_plan_graph(r: cf.Reader) -> None:
+    """The coarse call: constant duplication, rule placement, fuse-all, delegates."""
+    tag_names = r.texts(cf.MAX_TAGS)
+    is_submodule = bool(r.byte() & 1)
+    g = read_graph(r)
+    insertion, validate = r.byte() % 2, bool(r.byte() & 1)
+    no_copy = r.sints() if r.byte() & 1 else [r.byte() & 1 for _ in g.op]
+    if r.byte() & 1:  # the order plan.py computes (from arrays that may be malformed)
+        order = outcome(fl_plan.duplication_order, g, len(tag_names))
+        if order[0] == "error":
+            return
+        order = order[1]
+    else:
+        order = [r.sints(8) for _ in range(r.length(cf.MAX_TAGS))]
+    options = PlanOptions(is_submodule=is_submodule, delegate_insertion=insertion,
+                          duplication_order=order, no_copy=no_copy,
+                          validate_at_first_duplication=validate)
+    same("plan_graph", outcome(plan_outcome, _core.plan_graph, g, tag_names, options),
+         outcome(plan_outcome, twin_plan.plan_graph, g, tag_names, options))
+
+
 ENTRY_POINTS = {
     cf.GROUP_BY_TAG: fuzz_group_by_tag,
     cf.CONTRACT: fuzz_contract,
     cf.FIRST_DIFFERENCE: fuzz_first_difference,
     cf.NAMES: fuzz_names,
     cf.SIMULATOR: fuzz_simulator,
+    cf.PLAN_GRAPH: fuzz_plan_graph,
 }
 
 

@@ -37,7 +37,7 @@ def record_graphs() -> List[Tuple[str, object, List[str], bool]]:
     """(label, EncodedGraph, tag names, is a body) of every graph planned while lowering the seed
     models."""
     import fastlower
-    from fastlower.lowering import single as lowering  # where to_backend plans
+    from fastlower.lowering import steps as lowering  # where to_backend plans
     from executorch.backends.xnnpack.partition.xnnpack_partitioner import XnnpackPartitioner
     from fastlower.examples.llama import edge_llama
     from tests.models import registry as models

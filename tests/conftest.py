@@ -24,6 +24,19 @@ for p in reversed(_paths):
 
 
 @pytest.fixture(scope="session", autouse=True)
+def _core_handed_over():
+    """Tests that drive ``fastlower._core`` directly (even under FASTLOWER_FORCE_PYTHON=1,
+    when ``load_core`` does not load it) hand it its rules and result types first."""
+    try:
+        import fastlower._core as core
+    except ImportError:
+        return
+    from fastlower._core_loader import hand_over_rules
+
+    hand_over_rules(core)
+
+
+@pytest.fixture(scope="session", autouse=True)
 def _fork_preprocess_workers():
     """The session forks fastlower's preprocess workers, as a single-threaded program does.
 

@@ -19,7 +19,6 @@ import os
 import random
 import sys
 import warnings
-from types import SimpleNamespace
 from typing import List, Optional
 
 import pytest
@@ -31,6 +30,12 @@ from fastlower._twin import contract as twin_contract
 from fastlower._twin import grouping as twin_grouping
 from fastlower._twin import identity as twin_identity
 from fastlower._twin import namespace as twin_namespace
+from fastlower._schema import (
+    DELEGATES_AFTER_FUSING, DELEGATES_WHILE_FUSING, OWNABLE_ROLES, STAGE_FUSE, STAGE_INSERT,
+    STAGE_PROGRAM, STOP_MUTATION_RETURNED, STOP_OWNED_UPDATE_READ, STOP_TAGGED_OUTPUT,
+    STOP_VALIDATE, PlanOptions,
+)
+from fastlower._twin import plan as twin_plan
 from fastlower._twin.fusion import (
     OP_CALL_FUNCTION, OP_CALL_METHOD, OP_CALL_MODULE, OP_GET_ATTR, OP_OUTPUT, OP_PLACEHOLDER,
     OUT_BUFFER_MUTATION, OUT_OTHER, OUT_USER, ROLE_BUFFER, ROLE_CONSTANT, ROLE_OTHER,
@@ -313,6 +318,21 @@ def _fuse_all(sim, n_tags: int, single: bool, trace: list) -> None:
             trace.append(("delegate", sim.order(), sim.max_debug_handle()))
 
 
+def _duplicate(sim, arrays: GraphArrays, tag_names: List[str]):
+    """plan_graph's constant duplication through the simulator's fine-grained calls: None,
+    or where a tagged user input among the candidates stops it."""
+    for order in fl_plan.duplication_order(arrays, len(tag_names)):
+        touched = []
+        for c in order:
+            if arrays.roles[c] not in OWNABLE_ROLES:
+                return ("tagged user input", c)
+            touched.append(c)
+            touched.extend(sim.duplicate_constant(c))
+        for c in touched:
+            sim.retag_constant(c)
+    return None
+
+
 def drive(make_sim, case: Case, cfg: DriveConfig):
     """Run the planning sequence; returns (trace, simulators). Errors end the trace."""
     n_tags = len(case.tag_names)
@@ -322,10 +342,8 @@ def drive(make_sim, case: Case, cfg: DriveConfig):
         sim = make_sim(case.arrays, case.tag_names, False, None)
         sims.append(sim)
         # plan.py's own sequence of per-constant calls (the reference's set-of-names order)
-        error = fl_plan._duplicate_shared_constants(sim, SimpleNamespace(arrays=case.arrays),
-                                                    case.tag_names)
-        trace.append(("duplicated", sim.order(), list(sim.names), list(sim.tags),
-                      None if error is None else str(error)))
+        error = _duplicate(sim, case.arrays, case.tag_names)
+        trace.append(("duplicated", sim.order(), list(sim.names), list(sim.tags), error))
         _fuse_all(sim, n_tags, cfg.single, trace)
         if case.sub is not None:
             sub = make_sim(case.sub.arrays, case.tag_names, True, sim.top)
@@ -496,7 +514,7 @@ def test_fusion_simulator_nested_with_twin_top(core):
                              (core.FusionSimulator, TwinSimulator)]:
         top = top_cls(top_case.arrays, names, False, None)
         trace: list = []
-        fl_plan._duplicate_shared_constants(top, SimpleNamespace(arrays=top_case.arrays), names)
+        _duplicate(top, top_case.arrays, names)
         _fuse_all(top, len(names), True, trace)
         sub = sub_cls(sub_case.arrays, names, True, top)
         assert sub.top is top
@@ -549,19 +567,143 @@ def test_unsupported_graph_falls_back_to_twin(core):
     case.arrays.names[2] = "x_" + "9" * 25  # numeric suffix beyond int64
     with pytest.raises(core.Unsupported):
         core.FusionSimulator(case.arrays, case.tag_names, False, None)
-    enc = fl_plan.EncodedGraph(graph_module=None, nodes=[], arrays=case.arrays,
-                               no_copy=case.no_copy)
-    sim = fl_plan._new_simulator(enc, case.tag_names, False, None)
-    assert isinstance(sim, TwinSimulator)
+    with pytest.raises(core.Unsupported):
+        core.plan_graph(case.arrays, case.tag_names, plan_options(case))
+    result = fl_plan.plan_graph(case.arrays, case.tag_names, plan_options(case))
+    assert isinstance(result.sim, TwinSimulator) and len(result.partitions) == 1
     bad = _chain_with_buffer_mutation()
     bad.arrays.users[0] = []  # users do not match inputs: malformed, not a core limit
-    for cls in (core.FusionSimulator, TwinSimulator, lambda *a: fl_plan._new_simulator(
-            fl_plan.EncodedGraph(graph_module=None, nodes=[], arrays=bad.arrays,
-                                 no_copy=bad.no_copy),
-            *a[1:])):
+    for cls in (core.FusionSimulator, TwinSimulator, lambda *a: fl_plan.plan_graph(
+            a[0], a[1], plan_options(bad)),
+            lambda *a: core.plan_graph(a[0], a[1], plan_options(bad))):
         with pytest.raises(ValueError, match="users.0. lacks node 3") as info:
             cls(bad.arrays, bad.tag_names, False, None)
         assert not isinstance(info.value, core.Unsupported)
+
+
+def _csr(lists):
+    offsets, flat = [0], []
+    for xs in lists:
+        flat.extend(xs)
+        offsets.append(len(flat))
+    return offsets, flat
+
+
+# -- plan_graph: the coarse call ----------------------------------------------------------------
+
+def plan_options(case: Case, insertion: int = DELEGATES_WHILE_FUSING, validate: bool = False,
+                 is_submodule: bool = False) -> PlanOptions:
+    order = [] if is_submodule else fl_plan.duplication_order(case.arrays, len(case.tag_names))
+    return PlanOptions(is_submodule=is_submodule, delegate_insertion=insertion,
+                       duplication_order=order, no_copy=list(case.no_copy),
+                       validate_at_first_duplication=validate)
+
+
+def stop_key(stop):
+    """A stop compared by kind and location (codes, node ids), never by message."""
+    return None if stop is None else (stop.kind, stop.stage, stop.pid, stop.tag, list(stop.nodes))
+
+
+def plan_case(plan_graph, case: Case, insertion: int, validate: bool = False):
+    """plan_graph on the case, then on its control-flow body (with the top's simulator):
+    each graph's stops and final state, or the error both must raise alike."""
+    try:
+        top = plan_graph(case.arrays, case.tag_names, plan_options(case, insertion, validate))
+        out = [(stop_key(top.stop), stop_key(top.insert_stop), snapshot(top.sim))]
+        if case.sub is not None and top.stop is None:
+            sub_case = dataclasses.replace(case.sub, tag_names=case.tag_names)
+            sub = plan_graph(sub_case.arrays, case.tag_names,
+                             plan_options(sub_case, insertion, is_submodule=True), top.sim)
+            assert sub.sim.top is top.sim
+            out.append((stop_key(sub.stop), stop_key(sub.insert_stop), snapshot(sub.sim)))
+        return out
+    except Exception as exc:  # both implementations must fail the same way
+        return ("error", type(exc).__name__, str(exc))
+
+
+@settings(max_examples=100, **SETTINGS)
+@given(case=sim_cases(max_nodes=250), insertion=st.sampled_from([DELEGATES_WHILE_FUSING,
+                                                                  DELEGATES_AFTER_FUSING]),
+       validate=st.booleans())
+def test_plan_graph_matches_twin(core, case, insertion, validate):
+    twin = plan_case(twin_plan.plan_graph, case, insertion, validate)
+    native = plan_case(core.plan_graph, case, insertion, validate)
+    assert native == twin
+
+
+@settings(max_examples=5, **SETTINGS)
+@given(case=sim_cases(min_nodes=1000, max_nodes=3000),
+       insertion=st.sampled_from([DELEGATES_WHILE_FUSING, DELEGATES_AFTER_FUSING]))
+def test_plan_graph_matches_twin_large(core, case, insertion):
+    assert plan_case(core.plan_graph, case, insertion) == plan_case(twin_plan.plan_graph, case,
+                                                                    insertion)
+
+
+@pytest.mark.parametrize("insertion", [DELEGATES_WHILE_FUSING, DELEGATES_AFTER_FUSING])
+def test_plan_graph_fuses_many_partitions(core, insertion):
+    rng = random.Random(14)
+    case = make_graph(rng, 600, 40, tag_mode="unique_runs", p_mutation=0.0)
+    case.tag_names = make_tag_names(rng, 40, fancy=True)
+    case.no_copy = [0] * len(case.no_copy)  # no shared no_copy constant stops it at once
+    twin = plan_case(twin_plan.plan_graph, case, insertion)
+    assert plan_case(core.plan_graph, case, insertion) == twin
+    assert len(twin[0][2]["partitions"]) >= 10
+
+
+@pytest.mark.parametrize("impl", ["core", "twin"])
+def test_plan_graph_stops_where_the_rules_are_broken(core, impl):
+    """Each broken rule: its kind, the stage of the reference's work and the nodes involved."""
+    plan_graph = core.plan_graph if impl == "core" else twin_plan.plan_graph
+
+    def stops(case, insertion=DELEGATES_WHILE_FUSING, validate=False):
+        result = plan_graph(case.arrays, case.tag_names, plan_options(case, insertion, validate))
+        return stop_key(result.stop), stop_key(result.insert_stop), result.sim
+
+    # mul (4) updates b_buf, owned by the delegate, and relu (5) reads it
+    (stop, later, sim) = stops(_chain_with_buffer_mutation())
+    gi = sim.partitions[0].deleted_getitems[0]
+    assert (stop, later) == ((STOP_OWNED_UPDATE_READ, STAGE_INSERT, 0, 0, [gi, 5]), None)
+    assert sim.partitions[0].delegate == -1  # stopped before inserting it
+    (stop, later, sim) = stops(_chain_with_buffer_mutation(), DELEGATES_AFTER_FUSING)
+    assert (stop, later) == (None, (STOP_OWNED_UPDATE_READ, STAGE_INSERT, 0, 0,
+                                    [sim.partitions[0].deleted_getitems[0], 5]))
+    case = _chain_with_buffer_mutation()
+    case.arrays.out_args, case.arrays.out_kinds, case.arrays.out_targets = (
+        [4, 4, 5], [OUT_BUFFER_MUTATION] * 2 + [OUT_USER], [1, 1, -1])
+    (stop, _, sim) = stops(case)
+    assert stop == (STOP_MUTATION_RETURNED, STAGE_PROGRAM, 0, 0,
+                    [sim.partitions[0].deleted_getitems[0]])
+    case = _chain_with_buffer_mutation()
+    case.arrays.tags[6] = 0
+    assert stops(case)[0] == (STOP_TAGGED_OUTPUT, STAGE_FUSE, 0, 0, [6])
+    # p_w (0) shared with an untagged user: validated where it would be duplicated
+    case = _chain_with_buffer_mutation()
+    case.arrays.inputs[5], case.arrays.users[0] = [4, 3, 0], [3, 5]
+    (stop, _, sim) = stops(case, validate=True)
+    assert stop == (STOP_VALIDATE, STAGE_FUSE, 0, 0, [0]) and sim.copies == []
+    (stop, _, sim) = stops(case)
+    assert stop[0] == STOP_OWNED_UPDATE_READ and len(sim.copies) == 1
+
+
+@pytest.mark.parametrize("mutate, error", [
+    (lambda o: setattr(o, "no_copy", o.no_copy[:-1]), ValueError),
+    (lambda o: setattr(o, "duplication_order", o.duplication_order + [[]]), ValueError),
+    (lambda o: setattr(o, "duplication_order", [[7]]), IndexError),
+    (lambda o: setattr(o, "duplication_order", [[-1]]), IndexError),
+    (lambda o: setattr(o, "duplication_order", [[2**70]]), IndexError),
+])
+def test_plan_graph_malformed_options(core, mutate, error):
+    """Options that do not fit the graph: the same exception and message from both, before
+    any edit."""
+    case = _chain_with_buffer_mutation()
+    messages = []
+    for plan_graph in (twin_plan.plan_graph, core.plan_graph):
+        options = plan_options(case)
+        mutate(options)
+        with pytest.raises(error) as info:
+            plan_graph(case.arrays, case.tag_names, options)
+        messages.append(str(info.value))
+    assert messages[0] == messages[1] and messages[0].startswith("plan_graph: options.")
 
 
 # -- group_by_tag ---------------------------------------------------------------------------
@@ -616,7 +758,7 @@ def contract_cases(draw):
             for u in users[i]:
                 if op[u] != OP_OUTPUT:
                     tags[u] = tags[i]
-    offsets, flat = fl_plan._csr(users)
+    offsets, flat = _csr(users)
     return op, tags, roles, no_copy, offsets, flat, draw(st.booleans())
 
 
@@ -634,7 +776,7 @@ def test_find_contract_violation_matches_twin(core, args):
 
 def test_find_contract_violation_codes(core):
     users = [[1], [2], []]
-    off, flat = fl_plan._csr(users)
+    off, flat = _csr(users)
     op = [OP_PLACEHOLDER, OP_CALL_FUNCTION, OP_OUTPUT]
     cases = {
         (0, 0, -1): twin_contract.OK,
@@ -774,12 +916,11 @@ def test_extension_in_use():
     core = fl_plan.backend_module()
     assert core is not None, "fastlower._core did not load; reinstall with `pip install .`"
     assert core.__name__ == "fastlower._core"
-    for name in ("group_by_tag", "find_contract_violation", "first_difference", "FusionSimulator"):
+    for name in ("group_by_tag", "find_contract_violation", "first_difference", "FusionSimulator",
+                 "plan_graph"):
         assert hasattr(core, name), name
     case = _chain_with_buffer_mutation()
-    enc = fl_plan.EncodedGraph(graph_module=None, nodes=[], arrays=case.arrays,
-                               no_copy=case.no_copy)
-    assert isinstance(fl_plan._new_simulator(enc, case.tag_names, False, None),
+    assert isinstance(fl_plan.plan_graph(case.arrays, case.tag_names, plan_options(case)).sim,
                       core.FusionSimulator)
 
 

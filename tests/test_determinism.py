@@ -6,7 +6,7 @@ with the reference under different ``PYTHONHASHSEED`` values.  Facts checked:
 * the ``.pte`` bytes of both implementations are equal, in each process, and do
   not depend on the seed (the reference's do not either);
 * duplicating shared constants runs in the iteration order of a ``set`` of
-  names (``plan._duplicate_shared_constants``, as the reference), so the order
+  names (``plan.duplication_order``, as the reference), so the order
   of the copies in the lowered program's ``state_dict`` and input specs depends
   on the seed; fastlower's layout equals the reference's under each seed.  Seeds
   "0" and "1" order ``{p_lin_weight, p_lin_bias}`` differently, so

@@ -3,8 +3,9 @@
 Reads the sources in ``csrc/`` (not the built extension), so it runs without a build:
 every constant of ``csrc/schema.hpp`` has the same value in ``_schema`` and the other
 way round; the fields of ``GraphInput`` / ``PartitionData`` (``csrc/fusion.hpp``) are
-those of ``GraphArrays`` / ``PartitionPlan``; and the binding interface version in
-``_core_loader.py`` is the one ``csrc/bind_info.cpp`` builds.
+those of ``GraphArrays`` / ``PartitionPlan``, those of ``PlanOptionsData`` /
+``RuleStopData`` (``csrc/plan.hpp``) those of ``PlanOptions`` / ``RuleStop``; and the
+binding interface version in ``_core_loader.py`` is the one ``csrc/bind_info.cpp`` builds.
 """
 
 from __future__ import annotations
@@ -88,6 +89,15 @@ def test_core_structs_have_the_schema_fields():
     # `owned` is never filled, by either side
     plan = [f.name for f in dataclasses.fields(_schema.PartitionPlan) if f.name != "owned"]
     assert struct_fields(fusion, "PartitionData") == plan
+
+
+def test_plan_structs_have_the_schema_fields():
+    plan = _read("plan.hpp")
+    # taken_lowered goes to the simulator (FusionCore) when the binding makes it
+    options = [f.name for f in dataclasses.fields(_schema.PlanOptions) if f.name != "taken_lowered"]
+    assert struct_fields(plan, "PlanOptionsData") == options
+    stop = [f.name for f in dataclasses.fields(_schema.RuleStop)]
+    assert struct_fields(plan, "RuleStopData") == stop
 
 
 def test_binding_interface_version():

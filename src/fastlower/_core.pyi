@@ -1,4 +1,4 @@
-"""Types of the native core ``fastlower._core`` (csrc/, pybind11), interface 7.
+"""Types of the native core ``fastlower._core`` (csrc/, pybind11), interface 8.
 
 Each function and class has a pure-Python twin in ``fastlower._twin`` with the same
 signature and results; the integer arrays are node ids, op codes and tag ids of the
@@ -9,7 +9,9 @@ after the twins; keep in step with ``csrc/bind_*.cpp`` (``CORE_INTERFACE``).
 from collections.abc import Iterable, Iterator, Sequence
 from typing import ClassVar, TypeVar, overload
 
-from fastlower._schema import GraphArrays, PartitionPlan, Simulator
+from fastlower._schema import (
+    GraphArrays, PartitionPlan, PlanOptions, PlanResult, RuleStop, Simulator,
+)
 
 _T = TypeVar("_T", covariant=True)
 
@@ -77,6 +79,17 @@ def propose_group_partitions(
     (ids, members, ordered_counts)."""
 
 # -- fusion ---------------------------------------------------------------------------------
+
+def register_types(partition_plan: type[PartitionPlan], rule_stop: type[RuleStop],
+                   plan_result: type[PlanResult]) -> None:
+    """The dataclasses results are built of (fastlower._schema's PartitionPlan, RuleStop,
+    PlanResult); fastlower.plan registers them on import."""
+
+def plan_graph(arrays: GraphArrays, tag_names: Sequence[str], options: PlanOptions,
+               top: Simulator | None = None) -> PlanResult:
+    """Plan one graph in one call (constant duplication, then every tag's fusion, each
+    delegate inserted when options.delegate_insertion is DELEGATES_WHILE_FUSING), up to the
+    first broken rule; same results as fastlower._twin.plan.plan_graph."""
 
 class _NodeView(Sequence[_T]):
     """Live read-only per-node attribute of a FusionSimulator (indexes like a list).

@@ -2,9 +2,13 @@
 
 Constants are the integer codes of the flat encoding (``fastlower.encode``); the C++
 core holds the same values in ``csrc/schema.hpp`` (``tests/test_schema.py`` fails when
-one side drifts from the other). The dataclasses are what crosses the core's boundary:
-:class:`GraphArrays` goes in, :class:`PartitionPlan` comes out; ``csrc/fusion.hpp``'s
-``GraphInput`` and ``PartitionData`` mirror their fields (checked by the same test).
+one side drifts from the other). The dataclasses are what crosses the core's boundary
+in its one coarse call, ``plan_graph(arrays, tag_names, options, top) -> PlanResult``:
+:class:`GraphArrays` and :class:`PlanOptions` go in; a :class:`PlanResult` (the
+simulator, its :class:`PartitionPlan` list, the :class:`RuleStop` where planning
+stopped) comes out. ``csrc/fusion.hpp``'s ``GraphInput`` and ``PartitionData`` and
+``csrc/plan.hpp``'s ``PlanOptionsData`` and ``RuleStopData`` mirror their fields
+(checked by the same test).
 :class:`Simulator` is the interface of a fusion simulator, implemented by both the core
 (``fastlower._core.FusionSimulator``) and its pure-Python twin
 (``fastlower._twin.fusion.FusionSimulator``).
@@ -28,7 +32,11 @@ __all__ = [
     "TAG_NONE", "TAG_UNKNOWN", "MAX_TAGS",
     "CONTRACT_OK", "CONTRACT_TAGGED_OUTPUT", "CONTRACT_TAGGED_USER_INPUT",
     "CONTRACT_UNKNOWN_TAG", "CONTRACT_NO_COPY_SHARED",
-    "GraphArrays", "PartitionPlan", "Simulator",
+    "STOP_TAGGED_OUTPUT", "STOP_TAGGED_USER_INPUT", "STOP_SHARED_CONSTANT", "STOP_CYCLE",
+    "STOP_NO_OUTPUT", "STOP_MUTATION_RETURNED", "STOP_OWNED_UPDATE_READ", "STOP_VALIDATE",
+    "STAGE_FUSE", "STAGE_PROGRAM", "STAGE_INSERT",
+    "DELEGATES_WHILE_FUSING", "DELEGATES_AFTER_FUSING",
+    "GraphArrays", "PartitionPlan", "Simulator", "PlanOptions", "RuleStop", "PlanResult",
 ]
 
 # node.op codes
@@ -53,6 +61,17 @@ MAX_TAGS = 1 << 20
 # find_contract_violation's codes: the first broken partition rule
 (CONTRACT_OK, CONTRACT_TAGGED_OUTPUT, CONTRACT_TAGGED_USER_INPUT, CONTRACT_UNKNOWN_TAG,
  CONTRACT_NO_COPY_SHARED) = range(5)
+
+# plan_graph's stops: the broken rule the reference meets first (RuleStop.kind)
+(STOP_TAGGED_OUTPUT, STOP_TAGGED_USER_INPUT, STOP_SHARED_CONSTANT, STOP_CYCLE, STOP_NO_OUTPUT,
+ STOP_MUTATION_RETURNED, STOP_OWNED_UPDATE_READ, STOP_VALIDATE) = range(1, 9)
+# where, in the reference's work on one partition, a stop is met (RuleStop.stage):
+# fusing its nodes; building its program; inserting its delegate
+STAGE_FUSE, STAGE_PROGRAM, STAGE_INSERT = range(3)
+# when plan_graph inserts each partition's delegate (PlanOptions.delegate_insertion):
+# right after fusing it (single-program path), or never (multi-method path: the
+# lowering inserts them after every backend's preprocess)
+DELEGATES_WHILE_FUSING, DELEGATES_AFTER_FUSING = range(2)
 
 
 @dataclass
@@ -100,6 +119,56 @@ class PartitionPlan:
     # reference adjusts that program after inserting the delegate
     owns_state: bool = False
     single_output: bool = False  # the call's single result is read via getitem(.., 0)
+
+
+@dataclass
+class PlanOptions:
+    """How ``plan_graph`` plans one graph (besides its arrays and tags)."""
+
+    is_submodule: bool = False  # a control-flow body: no constant duplication
+    delegate_insertion: int = DELEGATES_WHILE_FUSING
+    # per tag, the candidates whose shared constant is duplicated, in the reference's
+    # order (the iteration order of a Python set of their names: computed in Python)
+    duplication_order: List[List[int]] = field(default_factory=list)
+    no_copy: List[int] = field(default_factory=list)  # per node: meta["no_copy"]
+    # indices i whose lowered_module_{i} the owning module already has
+    taken_lowered: List[int] = field(default_factory=list)
+    # stop (STOP_VALIDATE) where the first constant would be duplicated: the caller
+    # validates the tagged program there and plans again without it
+    validate_at_first_duplication: bool = False
+
+
+@dataclass
+class RuleStop:
+    """Where planning stopped: a broken rule, as plain data (``STOP_*`` kind, ``STAGE_*``).
+
+    ``pid``: the partition (for ``STAGE_FUSE``: the number of partitions fused before
+    the failing tag); ``tag``: the tag id; ``nodes``: the node ids involved, by kind
+    (simulator ids): tagged output / user input, validate: ``[node]``; shared
+    constant: ``[constant, other user]``; cycle: the path; no output: ``[last
+    member]``; update returned: ``[getitem]``; update read: ``[getitem, *readers]``.
+    """
+
+    kind: int
+    stage: int
+    pid: int
+    tag: int
+    nodes: List[int] = field(default_factory=list)
+
+
+@dataclass
+class PlanResult:
+    """One graph planned by ``plan_graph``: its simulator after every edit, and its stops."""
+
+    sim: "Simulator"
+    stop: Optional[RuleStop] = None  # the first broken rule; planning ended there
+    # DELEGATES_AFTER_FUSING: the first partition whose owned buffer update is read
+    # outside it, met when the lowering inserts that delegate
+    insert_stop: Optional[RuleStop] = None
+
+    @property
+    def partitions(self) -> List[PartitionPlan]:
+        return self.sim.partitions
 
 
 class Simulator(Protocol):

@@ -10,18 +10,22 @@ from __future__ import annotations
 import logging
 import warnings
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Callable, Dict, List, Optional, Sequence, Tuple
+from typing import TYPE_CHECKING, Callable, List, Optional, Sequence, Tuple, cast
 
 import torch
 
 from . import errors
 from ._core_loader import load_core
-from ._twin import contract as twin_contract
 from ._twin import grouping as twin_grouping
 from ._twin import identity as twin_identity
-from ._schema import CONTRACT_OK, OP_OUTPUT, OP_PLACEHOLDER, OWNABLE_ROLES, PartitionPlan, Simulator
-from ._twin.fusion import FusionSimulator
-from .encode import EncodedGraph, TargetKeys, structure_arrays
+from ._schema import (
+    DELEGATES_WHILE_FUSING, OP_PLACEHOLDER, STAGE_FUSE, STAGE_INSERT, STAGE_PROGRAM,
+    STOP_CYCLE, STOP_MUTATION_RETURNED, STOP_NO_OUTPUT, STOP_OWNED_UPDATE_READ,
+    STOP_SHARED_CONSTANT, STOP_TAGGED_OUTPUT, STOP_TAGGED_USER_INPUT, STOP_VALIDATE,
+    GraphArrays, PartitionPlan, PlanOptions, PlanResult, RuleStop, Simulator,
+)
+from ._twin import plan as twin_plan
+from .encode import EncodedGraph, Interner, TargetKeys, structure_arrays
 
 log = logging.getLogger(__name__)
 
@@ -37,12 +41,6 @@ def group_by_tag(tags: Sequence[int], n_tags: int) -> List[List[int]]:
     if _core is not None and hasattr(_core, "group_by_tag"):
         return _core.group_by_tag(list(tags), n_tags)
     return twin_grouping.group_by_tag(tags, n_tags)
-
-
-def find_contract_violation(*args) -> Tuple[int, int, int]:
-    if _core is not None and hasattr(_core, "find_contract_violation"):
-        return tuple(_core.find_contract_violation(*args))
-    return twin_contract.find_contract_violation(*args)
 
 
 def first_difference(*args) -> int:
@@ -65,32 +63,10 @@ if TYPE_CHECKING:  # mypy checks here that the core's stub (_core.pyi) meets the
         return sim
 
 
-def _new_simulator(enc: EncodedGraph, tag_names: Sequence[str], is_submodule: bool,
-                   top: Optional[Simulator]) -> Simulator:
-    if _core is not None and hasattr(_core, "FusionSimulator"):
-        try:
-            return _core.FusionSimulator(enc.arrays, list(tag_names), is_submodule, top,
-                                         enc.taken_lowered)
-        except _core.Unsupported:
-            # a graph the core cannot represent exactly (e.g. a name suffix beyond
-            # int64): the twin plans it; the two mix.  Malformed arrays are a
-            # ValueError / IndexError from both and propagate.
-            pass
-    return FusionSimulator(enc.arrays, tag_names, is_submodule, top, enc.taken_lowered)
-
-
-def _csr(lists: Sequence[Sequence[int]]) -> Tuple[List[int], List[int]]:
-    offsets, flat = [0], []
-    for xs in lists:
-        flat.extend(xs)
-        offsets.append(len(flat))
-    return offsets, flat
-
-
 # Where, in the reference's sequence of work on one partition, an error is raised:
 # fusing its nodes; building its program; inserting its delegate (single-program
 # path: right after its own preprocess; multi-method path: after every preprocess).
-FUSE, PROGRAM, INSERT = "fuse", "program", "insert"
+FUSE, PROGRAM, INSERT = STAGE_FUSE, STAGE_PROGRAM, STAGE_INSERT
 
 
 @dataclass
@@ -108,7 +84,7 @@ class PlanStop:
     """
 
     error: BaseException  # a FastlowerError, or the verifier's own
-    stage: str
+    stage: int  # FUSE, PROGRAM or INSERT
     graph: "GraphPlan"
     pid: int
 
@@ -123,7 +99,7 @@ class GraphPlan:
 
     encoded: EncodedGraph
     sim: Simulator
-    is_submodule: bool
+    options: PlanOptions
     nested: List[Tuple[int, str, "GraphPlan"]] = field(default_factory=list)
     stop: Optional[PlanStop] = None  # the first error meeting the reference's order
     # multi-method path: an owned buffer update read outside its delegate, which the
@@ -134,11 +110,21 @@ class GraphPlan:
     def partitions(self) -> List[PartitionPlan]:
         return self.sim.partitions
 
+    @property
+    def is_submodule(self) -> bool:
+        return self.options.is_submodule
+
+    @property
+    def delegates_while_fusing(self) -> bool:
+        """Each delegate was inserted right after its partition was fused (single-program
+        path); else the lowering inserts them after preprocess (multi-method path)."""
+        return self.options.delegate_insertion == DELEGATES_WHILE_FUSING
+
 
 def check_contract(enc: EncodedGraph, tag_names: Sequence[str], strict_tags: bool) -> None:
     """Raise :class:`errors.UnknownTagError` (``strict_tags`` only), else warn of unknown tags,
-    in ``enc`` and nested graphs. Broken partition rules are found by :func:`_contract_stops`
-    as each graph is planned, and raised where the reference meets them."""
+    in ``enc`` and nested graphs. Broken partition rules are found as each graph is
+    planned (``plan_graph``), and raised where the reference meets them."""
     a = enc.arrays
     if strict_tags and enc.unknown_tags:
         node = next(iter(enc.unknown_tags))
@@ -153,207 +139,138 @@ def check_contract(enc: EncodedGraph, tag_names: Sequence[str], strict_tags: boo
             check_contract(sub, tag_names, strict_tags)
 
 
-@dataclass
-class ContractStops:
-    """Broken partition rules of one graph, by tag index, where the reference meets them."""
+def duplication_order(a: GraphArrays, n_tags: int) -> List[List[int]]:
+    """Per tag, the shared constants the reference duplicates, in its order.
 
-    duplicating: Dict[int, errors.FastlowerError] = field(default_factory=dict)
-    fusing: Dict[int, errors.FastlowerError] = field(default_factory=dict)
-
-
-def _contract_stops(enc: EncodedGraph, tag_names: Sequence[str],
-                    is_submodule: bool) -> ContractStops:
-    """Where the reference raises each broken partition rule of this graph.
-
-    The native check answers whether any rule is broken (the common case: none);
-    only then are the rules placed, per tag. Duplicating the top-level graph's
-    shared constants (tag by tag, before any fusion) the reference meets a
-    ``no_copy`` constant used by another tag, and a tagged user input used by
-    another tag (met by :func:`_duplicate_shared_constants`, in the set order of
-    the tag's candidates); collecting a tag's nodes to fuse them, a
-    tagged output node and any other tagged user input (a tagged placeholder of a
-    control-flow body).
+    Candidates of tag ``t`` are placeholders tagged ``t`` with a user of another
+    tag; each is examined once (duplicating one leaves it with users of one tag
+    and changes no other placeholder's users), so the initial arrays name them
+    all. The reference visits them in the iteration order of a Python ``set`` of
+    their names (string hashing, so it varies between processes): building the
+    same set here, in the same process, reproduces it. The core is given the
+    order; it never imitates Python hashing.
     """
-    a = enc.arrays
-    offsets, flat = _csr(a.users)
-    code, _, _ = find_contract_violation(a.op, a.tags, a.roles, enc.no_copy, offsets, flat, False)
-    stops = ContractStops()
-    if code == CONTRACT_OK:
-        return stops
-    tag_of = lambda i: tag_names[a.tags[i]] if a.tags[i] >= 0 else enc.unknown_tags.get(i)  # noqa: E731
-    for i, t in enumerate(a.tags):
-        if t < 0:
-            continue
-        if a.op[i] == OP_OUTPUT:
-            stops.fusing.setdefault(t, errors.TaggedOutputError(a.names[i], tag_names[t]))
-            continue
-        if a.op[i] != OP_PLACEHOLDER:
-            continue
-        other = next((u for u in a.users[i] if a.tags[u] != t), None)
-        if a.roles[i] not in OWNABLE_ROLES:
-            # used by another tag in the top-level graph, it is a duplication candidate:
-            # _duplicate_shared_constants meets it in the tag's set order
-            if other is None or is_submodule:
-                stops.fusing.setdefault(t, errors.TaggedUserInputError(a.names[i], tag_names[t]))
-        elif enc.no_copy[i] and other is not None:
-            # the tag's no_copy scan, in graph order, comes before its duplications
-            stops.duplicating.setdefault(t, errors.SharedConstantError(
-                a.names[i], tag_names[t], a.names[other], tag_of(other), True))
-    return stops
-
-
-def _fuse_all(plan: GraphPlan, root: GraphPlan, tag_names: Sequence[str], single: bool,
-              contract: ContractStops) -> Optional[PlanStop]:
-    """Fuse every tag in order (and insert its delegate if ``single``), up to the first stop."""
-    sim = plan.sim
-    n_tags = len(tag_names)
-    targets = plan.encoded.targets.values
-    sim.renumber()
-    groups = group_by_tag(sim.tags, n_tags)
-    for t in range(n_tags):
-        members = [m for m in groups[t] if sim.alive[m]]
-        if not members:
-            continue
-        members.sort(key=sim.pos.__getitem__)
-        fused = len(sim.partitions)
-        if t in contract.fusing:
-            return PlanStop(contract.fusing[t], FUSE, plan, fused)
-        path = sim.find_cycle(members)
-        if path is not None:
-            return PlanStop(errors.CyclicPartitionError(tag_names[t], [sim.names[i] for i in path]),
-                            FUSE, plan, fused)
-        inside = set(members)
-        if not any(u not in inside for m in members for u in sim.users[m]):
-            return PlanStop(errors.NoPartitionOutputError(tag_names[t], sim.names[members[-1]]),
-                            FUSE, plan, fused)
-        part = sim.fuse(t, members)
-        error = _owned_update_also_returned(sim, part, tag_names[t], targets)
-        if error is not None:  # the reference rejects it building the partition's program
-            return PlanStop(error, PROGRAM, plan, fused)
-        if single:  # the single-program path lowers each partition right after fusing it
-            error = _owned_update_read(sim, part, tag_names[t], targets)
-            if error is not None:
-                return PlanStop(error, INSERT, plan, fused)
-            sim.insert_delegate(fused)
-    if not single and root.after_preprocess is None:
-        # the multi-method path fuses every partition before it inserts any delegate,
-        # where the reference meets an owned buffer update read outside: any fusing or
-        # program error, and any preprocess error, is reported first
-        for part in sim.partitions:
-            error = _owned_update_read(sim, part, tag_names[part.tag], targets)
-            if error is not None:
-                root.after_preprocess = PlanStop(error, INSERT, plan, sim.partitions.index(part))
-                break
-    return None
-
-
-def _owned_update_also_returned(sim, part, tag: str, targets) -> Optional[errors.FastlowerError]:
-    """A buffer update the delegate owns may not also be returned as another output."""
-    for gi in part.deleted_getitems:
-        uses = [p for p, node in enumerate(sim.out_args) if node == gi]
-        if len(uses) > 1:
-            return errors.BufferMutationOutputError(sim.names[gi], tag,
-                                                    str(targets[sim.out_targets[uses[0]]]))
-    return None
-
-
-def _owned_update_read(sim, part, tag: str, targets) -> Optional[errors.FastlowerError]:
-    """A buffer update the delegate owns may not be read outside it (the reference fails
-    erasing it: "still had users")."""
-    for gi in part.deleted_getitems:
-        readers = [sim.names[u] for u in sim.users[gi] if u != sim.output_node]
-        if readers:
-            uses = [p for p, node in enumerate(sim.out_args) if node == gi]
-            return errors.OwnedBufferUpdateReadError(
-                sim.names[gi], tag, str(targets[sim.out_targets[uses[0]]]), readers)
-    return None
-
-
-def _duplicate_shared_constants(sim, enc: EncodedGraph, tag_names: Sequence[str],
-                                contract: Optional[ContractStops] = None,
-                                validate_tagged: Optional[Callable[[], None]] = None,
-                                ) -> Optional[BaseException]:
-    """Per tag, in tag order: each user of a shared tagged constant gets its own copy.
-
-    Within a tag the reference duplicates its candidates in the iteration order
-    of a Python ``set`` of their names (string hashing, so it varies between
-    processes); building the same set here, in the same process, reproduces it.
-    Constants touched here are never candidates again (each is left with users
-    of one tag), so every placeholder is examined once.
-
-    Stops, before any fusion, at a tag's broken rule met here, or where the
-    reference's first duplication validates the whole tagged program
-    (``validate_tagged``, given when the partitioner edited it) and that fails:
-    returns that error. A tagged user input among the candidates is an error
-    where the set order reaches it, so with a constant in the same tag either
-    error may come first, as in the reference.
-    """
-    a = enc.arrays
-    n_tags = len(tag_names)
     by_tag: List[List[int]] = [[] for _ in range(n_tags)]
     for i, o in enumerate(a.op):
-        if o == OP_PLACEHOLDER and 0 <= a.tags[i] < n_tags:
-            by_tag[a.tags[i]].append(i)
-    for t in range(n_tags):
-        if contract is not None and t in contract.duplicating:
-            return contract.duplicating[t]
-        candidates = [c for c in by_tag[t] if sim.tags[c] == t
-                      and any(sim.tags[u] != t for u in sim.users[c])]
-        if not candidates:
-            continue
-        by_name = {sim.names[c]: c for c in candidates}
+        t = a.tags[i]
+        if o == OP_PLACEHOLDER and 0 <= t < n_tags and any(a.tags[u] != t for u in a.users[i]):
+            by_tag[t].append(i)
+    order = []
+    for candidates in by_tag:
+        by_name = {a.names[c]: c for c in candidates}
         names = set()  # the reference's set, filled in the same (graph) order
         for c in candidates:
-            names.add(sim.names[c])
-        touched = []
-        for name in names:
-            c = by_name[name]
-            if a.roles[c] not in OWNABLE_ROLES:  # a tagged user input
-                return errors.TaggedUserInputError(name, tag_names[t])
-            if validate_tagged is not None:  # the reference validates after each duplication
-                try:
-                    validate_tagged()
-                except Exception as exc:  # the verifier's own error is the error
-                    return exc
-                validate_tagged = None  # the program it validates is the same every time
-            touched.append(c)
-            touched.extend(sim.duplicate_constant(c))
-        for c in touched:
-            sim.retag_constant(c)
-    return None
+            names.add(a.names[c])
+        order.append([by_name[name] for name in names])
+    return order
 
 
-def _new_plan(enc: EncodedGraph, tag_names, is_submodule: bool, top) -> GraphPlan:
-    return GraphPlan(enc, _new_simulator(enc, tag_names, is_submodule, top), is_submodule)
+def plan_graph(arrays: GraphArrays, tag_names: Sequence[str], options: PlanOptions,
+               top: Optional[Simulator] = None) -> PlanResult:
+    """The one call into the planning core for one graph (the twin's without a core)."""
+    if _core is not None and hasattr(_core, "plan_graph"):
+        try:
+            return _core.plan_graph(arrays, list(tag_names), options, top)
+        except _core.Unsupported:
+            # a graph the core cannot represent exactly (e.g. a name suffix beyond
+            # int64): the twin plans it; the two mix.  Malformed arrays are a
+            # ValueError / IndexError from both and propagate.
+            pass
+    return twin_plan.plan_graph(arrays, tag_names, options, top)
 
 
-def _plan_graph(plan: GraphPlan, root: GraphPlan, tag_names, single: bool,
-                validate_tagged: Optional[Callable[[], None]]) -> Optional[PlanStop]:
-    """Plan ``plan``'s graph, then its control-flow bodies (depth first), up to a stop."""
-    sim, enc = plan.sim, plan.encoded
-    contract = _contract_stops(enc, tag_names, plan.is_submodule)
-    if not plan.is_submodule:
-        error = _duplicate_shared_constants(sim, enc, tag_names, contract, validate_tagged)
-        if error is not None:  # before any fusion
-            return PlanStop(error, FUSE, plan, 0)
-    stop = _fuse_all(plan, root, tag_names, single, contract)
+def stop_error(stop: RuleStop, enc: EncodedGraph, sim: Simulator,
+               tag_names: Sequence[str]) -> errors.FastlowerError:
+    """The user's error for a broken rule the core reports as plain data.
+
+    Read right after planning: the simulator is as it was when the rule was met.
+    """
+    a, names, tag = enc.arrays, sim.names, tag_names[stop.tag]
+    nodes, kind = stop.nodes, stop.kind
+    if kind == STOP_TAGGED_OUTPUT:
+        return errors.TaggedOutputError(names[nodes[0]], tag)
+    if kind == STOP_TAGGED_USER_INPUT:
+        return errors.TaggedUserInputError(names[nodes[0]], tag)
+    if kind == STOP_SHARED_CONSTANT:
+        other = nodes[1]
+        # untagged (None) or a tag partition_tags does not name, as the partitioner wrote it
+        other_tag = cast(Optional[str], tag_names[a.tags[other]] if a.tags[other] >= 0
+                         else enc.unknown_tags.get(other))
+        return errors.SharedConstantError(names[nodes[0]], tag, names[other], other_tag, True)
+    if kind == STOP_CYCLE:
+        return errors.CyclicPartitionError(tag, [names[i] for i in nodes])
+    if kind == STOP_NO_OUTPUT:
+        return errors.NoPartitionOutputError(tag, names[nodes[0]])
+    if kind in (STOP_MUTATION_RETURNED, STOP_OWNED_UPDATE_READ):
+        gi = nodes[0]
+        targets = cast(Interner, enc.targets)  # encode_graph interns every target
+        target = str(targets.values[sim.out_targets[list(sim.out_args).index(gi)]])
+        if kind == STOP_MUTATION_RETURNED:
+            return errors.BufferMutationOutputError(names[gi], tag, target)
+        return errors.OwnedBufferUpdateReadError(names[gi], tag, target,
+                                                 [names[u] for u in nodes[1:]])
+    raise ValueError(f"plan_graph: unknown stop kind {kind}")
+
+
+def _plan_one(enc: EncodedGraph, tag_names: Sequence[str], options: PlanOptions,
+              top: Optional[Simulator], validate_tagged: Optional[Callable[[], None]],
+              ) -> Tuple[GraphPlan, Optional[PlanStop], Optional[PlanStop]]:
+    """Plan one graph: its plan, its stop and its deferred insertion stop.
+
+    One core call; a second one only after validating the tagged program where
+    the first duplication would be (``STOP_VALIDATE``).
+    """
+    options.validate_at_first_duplication = validate_tagged is not None
+    result = plan_graph(enc.arrays, tag_names, options, top)
+    plan = GraphPlan(enc, result.sim, options)
+    if validate_tagged is not None and result.stop is not None \
+            and result.stop.kind == STOP_VALIDATE:
+        # the reference validates the whole tagged program at its first duplication
+        try:
+            validate_tagged()
+        except Exception as exc:  # the verifier's own error is the error
+            return plan, PlanStop(exc, FUSE, plan, 0), None
+        options.validate_at_first_duplication = False  # the same program every time
+        result = plan_graph(enc.arrays, tag_names, options, top)
+        plan.sim = result.sim
+    stops = [None if s is None else PlanStop(stop_error(s, enc, result.sim, tag_names),
+                                             s.stage, plan, s.pid)
+             for s in (result.stop, result.insert_stop)]
+    return plan, stops[0], stops[1]
+
+
+def _plan_tree(enc: EncodedGraph, tag_names: Sequence[str], options: PlanOptions,
+               root: Optional[GraphPlan], validate_tagged: Optional[Callable[[], None]],
+               ) -> GraphPlan:
+    """Plan ``enc``'s graph, then its control-flow bodies (depth first), up to a stop,
+    which is recorded on ``root`` (with the first deferred insertion stop)."""
+    plan, stop, insert = _plan_one(enc, tag_names, options,
+                                   None if root is None else root.sim.top, validate_tagged)
+    root = plan if root is None else root
+    if root.after_preprocess is None:
+        root.after_preprocess = insert
     if stop is not None:
-        return stop
-    for i in sim.order():
+        root.stop = stop
+        return plan
+    for i in plan.sim.order():
         if i < len(enc.nodes) and i in enc.nested:
             for attr, sub_enc in enc.nested[i]:
-                sub = _new_plan(sub_enc, tag_names, True, sim.top)
-                plan.nested.append((i, attr, sub))
-                stop = _plan_graph(sub, root, tag_names, single, None)
-                if stop is not None:
-                    return stop
-    return None
+                sub_options = PlanOptions(is_submodule=True,
+                                          delegate_insertion=options.delegate_insertion,
+                                          no_copy=list(sub_enc.no_copy),
+                                          taken_lowered=list(sub_enc.taken_lowered))
+                plan.nested.append((i, attr, _plan_tree(sub_enc, tag_names, sub_options, root,
+                                                        None)))
+                if root.stop is not None:
+                    return plan
+    return plan
 
 
-def plan_program(enc: EncodedGraph, tag_names: Sequence[str], single: bool,
+def plan_program(enc: EncodedGraph, tag_names: Sequence[str], delegate_insertion: int,
                  strict_tags: bool = False,
                  validate_tagged: Optional[Callable[[], None]] = None) -> GraphPlan:
-    """Duplicate shared constants, fuse every tag (and lower it if ``single``).
+    """Duplicate shared constants and fuse every tag of every graph, inserting each
+    delegate while fusing or not (``delegate_insertion``: ``DELEGATES_*``).
 
     A broken partition rule does not raise here: it is the returned plan's ``stop``
     (or ``after_preprocess``), raised by the lowering at the point where the
@@ -362,9 +279,10 @@ def plan_program(enc: EncodedGraph, tag_names: Sequence[str], single: bool,
     duplication validates it.
     """
     check_contract(enc, tag_names, strict_tags)
-    root = _new_plan(enc, tag_names, False, None)
-    root.stop = _plan_graph(root, root, tag_names, single, validate_tagged)
-    return root
+    options = PlanOptions(is_submodule=False, delegate_insertion=delegate_insertion,
+                          duplication_order=duplication_order(enc.arrays, len(tag_names)),
+                          no_copy=list(enc.no_copy), taken_lowered=list(enc.taken_lowered))
+    return _plan_tree(enc, tag_names, options, None, validate_tagged)
 
 
 def iter_partitions(plan: GraphPlan):

@@ -147,7 +147,8 @@ _SCRIPT = textwrap.dedent("""
     pte = bytes(manager.to_executorch().buffer)
     open(sys.argv[2], "wb").write(pte)
     forks = [l for l in lines if l.startswith("storing ")]
-    print(report.lowering_cache, len(forks), forks[0].split("in process ")[1].split()[0] if forks else -1)
+    child = forks[0].split("in process ")[1].split()[0] if forks else -1
+    print(report.lowering_cache, len(forks), child)
 """)
 
 

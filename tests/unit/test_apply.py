@@ -18,6 +18,7 @@ from torch.export.graph_signature import InputKind, OutputKind
 from executorch.exir.delegate import executorch_call_delegate
 
 from fastlower import plan as fl_plan
+from fastlower._schema import DELEGATES_WHILE_FUSING
 from fastlower.apply import GraphBuilder, SignatureIndex
 from fastlower.encode import Interner, encode_graph
 
@@ -41,11 +42,11 @@ def _lowered(module, n_inputs, tags, tag_names):
         if n.name in tags:
             n.meta["delegation_tag"] = tags[n.name]
     enc = encode_graph(ep.graph_module, {t: i for i, t in enumerate(tag_names)}, ep, Interner())
-    plan = fl_plan.plan_program(enc, tag_names, single=True)
+    plan = fl_plan.plan_program(enc, tag_names, DELEGATES_WHILE_FUSING)
     assert plan.stop is None
     builder = GraphBuilder(plan, tag_names)
     sig = SignatureIndex(ep.graph_signature)
-    parts = [builder.build_partition(pid, ep, sig, ep.state_dict, ep.constants, True)
+    parts = [builder.build_partition(pid, ep, sig, ep.state_dict, ep.constants)
              for pid in range(len(plan.partitions))]
     for part in parts:
         builder.set_delegate_meta(part.pid)
@@ -199,10 +200,10 @@ def test_same_graphs_as_the_reference_on_an_edge_program():
     reference = to_backend(copy.deepcopy(ep), Tagger())
     tag(ep)
     enc = encode_graph(ep.graph_module, {"t0": 0, "t1": 1}, ep, Interner())
-    plan = fl_plan.plan_program(enc, ["t0", "t1"], single=True)
+    plan = fl_plan.plan_program(enc, ["t0", "t1"], DELEGATES_WHILE_FUSING)
     builder = GraphBuilder(plan, ["t0", "t1"])
     sig = SignatureIndex(ep.graph_signature)
-    parts = [builder.build_partition(pid, ep, sig, ep.state_dict, ep.constants, True)
+    parts = [builder.build_partition(pid, ep, sig, ep.state_dict, ep.constants)
              for pid in range(2)]
     for part in parts:
         builder.set_delegate_meta(part.pid)

@@ -19,7 +19,9 @@ from torch.export import export
 
 from fastlower import errors
 from fastlower import plan as fl_plan
-from fastlower._schema import OUT_BUFFER_MUTATION, OUT_USER
+from fastlower._schema import (
+    DELEGATES_AFTER_FUSING, DELEGATES_WHILE_FUSING, OUT_BUFFER_MUTATION, OUT_USER,
+)
 from fastlower._twin.fusion import FusionSimulator as TwinSimulator
 from fastlower.encode import Interner, encode_graph
 
@@ -90,7 +92,7 @@ def test_group_by_tag(impl):
 
 def test_single_path_fuses_and_delegates_each_tag_in_order(impl):
     enc = _chain({"add": "t0", "mul": "t0", "add_1": "t1"}, ["t0", "t1"])
-    plan = fl_plan.plan_program(enc, ["t0", "t1"], single=True)
+    plan = fl_plan.plan_program(enc, ["t0", "t1"], DELEGATES_WHILE_FUSING)
     _check_simulator(plan, impl)
     assert plan.stop is None and plan.after_preprocess is None
     p0, p1 = plan.partitions
@@ -111,7 +113,7 @@ def test_single_path_fuses_and_delegates_each_tag_in_order(impl):
 
 def test_multi_path_fuses_every_tag_without_delegates(impl):
     enc = _chain({"add": "t0", "mul": "t0", "add_1": "t1"}, ["t0", "t1"])
-    plan = fl_plan.plan_program(enc, ["t0", "t1"], single=False)
+    plan = fl_plan.plan_program(enc, ["t0", "t1"], DELEGATES_AFTER_FUSING)
     _check_simulator(plan, impl)
     assert plan.stop is None
     assert [p.delegate for p in plan.partitions] == [-1, -1]
@@ -123,14 +125,14 @@ def test_multi_path_fuses_every_tag_without_delegates(impl):
 
 def test_empty_tag_is_skipped(impl):
     enc = _chain({"mul": "t1"}, ["t0", "t1"])
-    plan = fl_plan.plan_program(enc, ["t0", "t1"], single=True)
+    plan = fl_plan.plan_program(enc, ["t0", "t1"], DELEGATES_WHILE_FUSING)
     assert [p.tag for p in plan.partitions] == [1]
     assert plan.partitions[0].lowered_index == 0
 
 
 def test_convexity_failure_names_the_path(impl):
     enc = _chain({"add": "t0", "add_1": "t0"}, ["t0"])
-    plan = fl_plan.plan_program(enc, ["t0"], single=True)
+    plan = fl_plan.plan_program(enc, ["t0"], DELEGATES_WHILE_FUSING)
     stop = plan.stop
     assert isinstance(stop.error, errors.CyclicPartitionError)
     assert isinstance(stop.error, AssertionError)  # the reference's class
@@ -143,7 +145,7 @@ def test_convexity_failure_names_the_path(impl):
 
 def test_cycle_in_second_tag_comes_after_first_tags_delegate(impl):
     enc = _chain({"x": None, "mul": "t0", "add": "t1", "add_1": "t1"}, ["t0", "t1"])
-    plan = fl_plan.plan_program(enc, ["t0", "t1"], single=True)
+    plan = fl_plan.plan_program(enc, ["t0", "t1"], DELEGATES_WHILE_FUSING)
     assert isinstance(plan.stop.error, errors.CyclicPartitionError)
     assert plan.stop.pid == 1  # one partition fused (and delegated) before it
     assert plan.partitions[0].delegate >= 0
@@ -153,7 +155,7 @@ def test_shared_constant_is_duplicated_per_user(impl):
     # k (tagged t1) is read by mul (t0) and add_1 (t1): mul gets the original,
     # add_1 a copy; each is then tagged with its only user's tag
     enc = _chain({"b_k": "t1", "mul": "t0", "add_1": "t1"}, ["t0", "t1"])
-    plan = fl_plan.plan_program(enc, ["t0", "t1"], single=True)
+    plan = fl_plan.plan_program(enc, ["t0", "t1"], DELEGATES_WHILE_FUSING)
     sim = plan.sim
     assert plan.stop is None
     assert sim.copies == [8]
@@ -171,7 +173,7 @@ def test_shared_constant_is_duplicated_per_user(impl):
 
 def test_no_copy_shared_constant_stops_before_fusion(impl):
     enc = _chain({"b_k": "t1", "mul": "t0", "add_1": "t1"}, ["t0", "t1"], no_copy=("b_k",))
-    plan = fl_plan.plan_program(enc, ["t0", "t1"], single=True)
+    plan = fl_plan.plan_program(enc, ["t0", "t1"], DELEGATES_WHILE_FUSING)
     error = plan.stop.error
     assert isinstance(error, errors.SharedConstantError)
     assert str(error) == ("constant data node (b_k) is tagged with (t1) but has user (mul) "
@@ -183,21 +185,24 @@ def test_no_copy_shared_constant_stops_before_fusion(impl):
 def test_validate_tagged_runs_at_the_first_duplication(impl):
     calls = []
     enc = _chain({"b_k": "t1", "mul": "t0", "add_1": "t1"}, ["t0", "t1"])
-    plan = fl_plan.plan_program(enc, ["t0", "t1"], True, validate_tagged=lambda: calls.append(1))
+    plan = fl_plan.plan_program(enc, ["t0", "t1"], DELEGATES_WHILE_FUSING,
+                                validate_tagged=lambda: calls.append(1))
     assert calls == [1] and plan.stop is None
 
     def reject():
         raise ValueError("verifier says no")
 
-    plan = fl_plan.plan_program(enc, ["t0", "t1"], True, validate_tagged=reject)
+    plan = fl_plan.plan_program(enc, ["t0", "t1"], DELEGATES_WHILE_FUSING, validate_tagged=reject)
     assert isinstance(plan.stop.error, ValueError) and plan.stop.stage == fl_plan.FUSE
 
 
 def test_tagged_output_and_tagged_user_input(impl):
-    plan = fl_plan.plan_program(_chain({"add": "t0", "output": "t0"}, ["t0"]), ["t0"], True)
+    plan = fl_plan.plan_program(_chain({"add": "t0", "output": "t0"}, ["t0"]), ["t0"],
+                                DELEGATES_WHILE_FUSING)
     assert isinstance(plan.stop.error, errors.TaggedOutputError)
     assert str(plan.stop.error) == "output node output should not be tagged"
-    plan = fl_plan.plan_program(_chain({"add": "t0", "x": "t0"}, ["t0"]), ["t0"], True)
+    plan = fl_plan.plan_program(_chain({"add": "t0", "x": "t0"}, ["t0"]), ["t0"],
+                                DELEGATES_WHILE_FUSING)
     assert isinstance(plan.stop.error, errors.TaggedUserInputError)
     assert plan.stop.error.node == "x" and plan.stop.stage == fl_plan.FUSE
 
@@ -205,10 +210,10 @@ def test_tagged_output_and_tagged_user_input(impl):
 def test_unknown_tag_warns_or_raises_when_strict(impl):
     enc = _chain({"add": "t0", "mul": "nope"}, ["t0"])
     with pytest.warns(errors.UndelegatedTagWarning, match=r"mul \(nope\)"):
-        plan = fl_plan.plan_program(enc, ["t0"], True)
+        plan = fl_plan.plan_program(enc, ["t0"], DELEGATES_WHILE_FUSING)
     assert [p.nodes for p in plan.partitions] == [[3]]
     with pytest.raises(errors.UnknownTagError) as info:
-        fl_plan.plan_program(enc, ["t0"], True, strict_tags=True)
+        fl_plan.plan_program(enc, ["t0"], DELEGATES_WHILE_FUSING, strict_tags=True)
     assert (info.value.node, info.value.tag) == ("mul", "nope")
 
 
@@ -219,7 +224,7 @@ def test_partition_without_output(impl):
     g.output(g.call_function(torch.sin, (x,)))
     dead.meta["delegation_tag"] = "t0"
     enc = encode_graph(torch.fx.GraphModule(nn.Module(), g), {"t0": 0}, None, Interner())
-    plan = fl_plan.plan_program(enc, ["t0"], True)
+    plan = fl_plan.plan_program(enc, ["t0"], DELEGATES_WHILE_FUSING)
     assert isinstance(plan.stop.error, errors.NoPartitionOutputError)
     assert plan.stop.error.node == "neg"
 
@@ -227,7 +232,7 @@ def test_partition_without_output(impl):
 def test_owned_buffer_update_moves_into_the_delegate(impl):
     enc = _encoded(BufferUpdate, 1, {"b_b": "t", "add": "t"}, ["t"], args=(False,))
     assert enc.arrays.names == ["b_b", "x", "add", "sin", "mul", "output"]
-    plan = fl_plan.plan_program(enc, ["t"], single=True)
+    plan = fl_plan.plan_program(enc, ["t"], DELEGATES_WHILE_FUSING)
     assert plan.stop is None
     (p,) = plan.partitions
     assert (p.nodes, p.inputs, p.outputs) == ([0, 2], [1], [2])
@@ -244,7 +249,8 @@ def test_owned_buffer_update_read_outside(impl, single):
     enc = _encoded(BufferUpdate, 1, {"b_b": "t", "add": "t"}, ["t"], args=(True,))
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        plan = fl_plan.plan_program(enc, ["t"], single=single)
+        plan = fl_plan.plan_program(
+            enc, ["t"], DELEGATES_WHILE_FUSING if single else DELEGATES_AFTER_FUSING)
     # single program: met inserting the delegate; multi-method: after every preprocess
     stop = plan.stop if single else plan.after_preprocess
     assert (plan.stop is None) == (not single)

@@ -76,11 +76,9 @@ class GraphBuilder:
 
     # -- partitions (before preprocess; see :mod:`.partition`) ---------------------
     def build_partition(self, pid: int, owning: ExportedProgram, sig: SignatureIndex,
-                        real_state: Dict[str, Any], real_constants: Dict[str, Any],
-                        single_path: bool) -> Partition:
+                        real_state: Dict[str, Any], real_constants: Dict[str, Any]) -> Partition:
         """The reference's fused submodule and ExportedProgram for one partition."""
-        return _partition.build_partition(self, pid, owning, sig, real_state, real_constants,
-                                          single_path)
+        return _partition.build_partition(self, pid, owning, sig, real_state, real_constants)
 
     def set_delegate_meta(self, pid: int) -> None:
         part = self.sim.partitions[pid]

@@ -56,10 +56,9 @@ class SignatureIndex:
 
 def build_partition(builder: GraphBuilder, pid: int, owning: ExportedProgram,
                     sig: SignatureIndex, real_state: Dict[str, Any],
-                    real_constants: Dict[str, Any], single_path: bool) -> Partition:
+                    real_constants: Dict[str, Any]) -> Partition:
     """The reference's fused submodule and ExportedProgram for partition ``pid`` of
-    ``builder``'s graph (``single_path``: the single-program path, whose partition
-    program keeps the owning graph's output meta)."""
+    ``builder``'s graph."""
     sim, enc, n_orig = builder.sim, builder.enc, builder.n_orig
     part: PartitionPlan = sim.partitions[pid]
     tag = builder.tag_names[part.tag]
@@ -88,7 +87,9 @@ def build_partition(builder: GraphBuilder, pid: int, owning: ExportedProgram,
     outs = [env[o] for o in part.outputs]
     out_node = g.output(outs[0] if len(outs) == 1 else tuple(outs))
     _fixup_output_node(g, out_node)
-    if single_path and sim.output_node >= 0:
+    # the single-program path (delegates inserted while fusing) keeps the owning
+    # graph's output meta in the partition program
+    if builder.plan.delegates_while_fusing and sim.output_node >= 0:
         out_node.meta = enc.nodes[sim.output_node].meta
     arranged = _arrange_placeholders(g, tag, sig)
     is_submodule = builder.plan.is_submodule

@@ -9,16 +9,16 @@ it preprocesses every method's partitions of that backend together
 
 from __future__ import annotations
 
-from typing import Callable, Dict, List, Mapping, Optional, Tuple
+from typing import Dict, List, Mapping, Optional, Tuple
 
 from executorch.exir.backend.partitioner import Partitioner
 from torch.export import ExportedProgram
 
-from .. import errors, state
-from ..apply import GraphBuilder, Partition, SignatureIndex
+from .. import errors
+from ..apply import GraphBuilder, Partition
 from ..backends import copy_for_backend, find_backend, make_lowered_module
-from ..encode import EncodedGraph
-from ..plan import GraphPlan, iter_partitions, plan_program
+from .._schema import DELEGATES_AFTER_FUSING
+from ..plan import iter_partitions
 from ..preprocess.jobs import PreprocessJob, overrides_preprocess_multimethod
 from ..preprocess.run import preprocess_partitions
 from ..report.collect import finish_report
@@ -67,18 +67,8 @@ class _DefaultPreprocessBatch:
 class MultiMethodLowering(LoweringPath):
     """Several methods, a partitioner each; preprocess grouped by backend across methods."""
 
-    def plan(self, encoded: EncodedGraph, tag_names: List[str],
-             validate_tagged: Optional[Callable[[], None]]) -> GraphPlan:
-        # every partition is fused before any delegate is inserted
-        return plan_program(encoded, tag_names, single=False,
-                            strict_tags=state.strict_tags_enabled(),
-                            validate_tagged=validate_tagged)
-
-    def build_partition(self, builder: GraphBuilder, pid: int, lowering: MethodLowering,
-                        sig: SignatureIndex) -> Partition:
-        original = lowering.original
-        return builder.build_partition(pid, lowering.tagged, sig, original.state_dict,
-                                       original.constants, False)
+    # every partition is fused before any delegate is inserted
+    delegate_insertion = DELEGATES_AFTER_FUSING
 
     def attach_modules(self, builder: GraphBuilder, parts: List[Partition]) -> None:
         # every fused module first, then the lowered ones in the order of their names

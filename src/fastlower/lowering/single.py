@@ -10,16 +10,15 @@ the first error the reference would meet, preprocesses them together
 
 from __future__ import annotations
 
-from typing import Callable, List, Optional
+from typing import List
 
 from executorch.exir.backend.partitioner import Partitioner
 from torch.export import ExportedProgram
 
-from .. import errors, state
-from ..apply import GraphBuilder, Partition, SignatureIndex
+from .. import errors
+from ..apply import GraphBuilder, Partition
 from ..backends import find_backend, make_lowered_module
-from ..encode import EncodedGraph
-from ..plan import GraphPlan, plan_program
+from .._schema import DELEGATES_WHILE_FUSING
 from ..preprocess.jobs import PreprocessJob
 from ..preprocess.run import preprocess_partitions
 from ..report.collect import finish_report
@@ -32,19 +31,9 @@ from .steps import (
 class SingleProgramLowering(LoweringPath):
     """One program, one partitioner; each partition lowered before the next is fused."""
 
-    def plan(self, encoded: EncodedGraph, tag_names: List[str],
-             validate_tagged: Optional[Callable[[], None]]) -> GraphPlan:
-        # each delegate is inserted right after its partition is fused (and lowered)
-        return plan_program(encoded, tag_names, single=True,
-                            strict_tags=state.strict_tags_enabled(),
-                            validate_tagged=validate_tagged)
-
-    def build_partition(self, builder: GraphBuilder, pid: int, lowering: MethodLowering,
-                        sig: SignatureIndex) -> Partition:
-        original = lowering.original
-        # the reference's partition program keeps the owning graph's output meta here
-        return builder.build_partition(pid, lowering.tagged, sig, original.state_dict,
-                                       original.constants, True)
+    # each delegate is inserted right after its partition is fused (and lowered); the
+    # partition program then keeps the owning graph's output meta
+    delegate_insertion = DELEGATES_WHILE_FUSING
 
     def attach_modules(self, builder: GraphBuilder, parts: List[Partition]) -> None:
         # each partition is fused, then lowered, before the next

@@ -2,9 +2,11 @@
 partition programs, and build the lowered program around its top graph.
 
 A path (:mod:`.single`, :mod:`.multi`) subclasses :class:`LoweringPath` and
-says only where the reference's two paths differ: how a method is planned
-(delegates inserted while fusing, or after every partition is fused), the
-partition program's output meta, and the order lowered modules are attached.
+says only where the reference's two paths differ: when delegates are inserted
+(``delegate_insertion``, a ``_schema.PlanOptions`` value stated once per path:
+while fusing, or after every partition is fused; the plan carries it, and the
+partition program's output meta follows from it), and the order lowered modules
+are attached.
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ from ..apply import GraphBuilder, Partition, SignatureIndex
 from ..edits import PartitionerEdits, find_edits
 from ..encode import EncodedGraph, Interner, encode_graph, taken_lowered_indices
 from ..partitioners import accelerated as native_partitioners
-from ..plan import GraphPlan, structure_difference
+from ..plan import GraphPlan, plan_program, structure_difference
 from ..programs import lazy_module_copy, unvalidated_program
 from ..records import MethodRecord, PartitionOutcome, graph_of_encoded
 from ..report.document import LoweringReport
@@ -124,31 +126,38 @@ def _collect_builders(lowering: MethodLowering, plan: GraphPlan) -> None:
 class LoweringPath:
     """The steps of one ``to_backend`` call both of the reference's paths share.
 
-    A subclass is one path: it runs the steps in its order and implements the
-    three points where the paths differ (:meth:`plan`, :meth:`build_partition`,
-    :meth:`attach_modules`).
+    A subclass is one path: it runs the steps in its order, states when delegates are
+    inserted (:attr:`delegate_insertion`) and implements the order lowered modules
+    are attached (:meth:`attach_modules`).
     """
+
+    # DELEGATES_WHILE_FUSING (single program) or DELEGATES_AFTER_FUSING (multi-method)
+    delegate_insertion: int
 
     def __init__(self, report: LoweringReport) -> None:
         self.report = report
 
     # -- where the paths differ ---------------------------------------------------
-    def plan(self, encoded: EncodedGraph, tag_names: List[str],
-             validate_tagged: Optional[Callable[[], None]]) -> GraphPlan:
-        """Duplicate shared constants and fuse every tag (``plan.plan_program``)."""
-        raise NotImplementedError
-
-    def build_partition(self, builder: GraphBuilder, pid: int, lowering: MethodLowering,
-                        sig: SignatureIndex) -> Partition:
-        """Partition ``pid``'s fused module and program (``GraphBuilder.build_partition``)."""
-        raise NotImplementedError
-
     def attach_modules(self, builder: GraphBuilder, parts: List[Partition]) -> None:
         """Add ``parts``' lowered (and, in control-flow bodies, fused) modules to the
         graph module, in the reference's order (``parts`` in fusion order)."""
         raise NotImplementedError
 
     # -- shared steps ------------------------------------------------------------
+    def plan(self, encoded: EncodedGraph, tag_names: List[str],
+             validate_tagged: Optional[Callable[[], None]]) -> GraphPlan:
+        """Duplicate shared constants and fuse every tag (``plan.plan_program``)."""
+        return plan_program(encoded, tag_names, self.delegate_insertion,
+                            strict_tags=state.strict_tags_enabled(),
+                            validate_tagged=validate_tagged)
+
+    def build_partition(self, builder: GraphBuilder, pid: int, lowering: MethodLowering,
+                        sig: SignatureIndex) -> Partition:
+        """Partition ``pid``'s fused module and program (``GraphBuilder.build_partition``)."""
+        original = lowering.original
+        return builder.build_partition(pid, lowering.tagged, sig, original.state_dict,
+                                       original.constants)
+
     def partition(self, name: str, program: ExportedProgram,
                   partitioner: Partitioner) -> MethodLowering:
         """Run the partitioner on a fake copy, check what it changed, encode and plan."""
