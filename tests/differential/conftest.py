@@ -39,8 +39,10 @@ def impl_under_test():
     return _IMPL
 
 
-@pytest.fixture(scope="session", autouse=True)
+@pytest.fixture(scope="package", autouse=True)
 def _quiet_logs():
+    # package scope: ended before another package's tests run (under pytest-xdist too,
+    # where packages interleave), so their logging is left as it was
     # XnnpackPartitioner logs a deprecation warning on every to_backend call.
     logging.disable(logging.WARNING)
     yield

@@ -8,8 +8,10 @@ from tabulate import tabulate
 from tests.fuzz import oracle
 
 
-@pytest.fixture(scope="session", autouse=True)
+@pytest.fixture(scope="package", autouse=True)
 def _quiet_logs():
+    # package scope: ended before another package's tests run (under pytest-xdist too,
+    # where packages interleave), so their logging is left as it was
     # XnnpackPartitioner and fastlower's undelegated-tag warnings, once per case
     logging.disable(logging.ERROR)
     yield

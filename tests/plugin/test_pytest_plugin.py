@@ -4,7 +4,10 @@ compares with the reference, and a pytest-benchmark compare run fails on a
 deliberate lowering-time regression."""
 
 import json
+import os
 from importlib.metadata import entry_points
+
+import pytest
 
 
 pytest_plugins = ["pytester"]
@@ -59,6 +62,15 @@ def test_lowering_time(lower_benchmark):
 def test_the_entry_point_names_the_plugin():
     names = {ep.name: ep.value for ep in entry_points(group="pytest11")}
     assert names.get("fastlower") == "fastlower.pytest_plugin"
+
+
+@pytest.fixture(autouse=True)
+def _not_an_xdist_worker(monkeypatch):
+    """The inner pytest is a plain run even when this one runs under pytest-xdist:
+    pytest-benchmark reads ``PYTEST_XDIST_WORKER`` from the environment and would
+    otherwise disable itself there."""
+    for name in [n for n in os.environ if n.startswith("PYTEST_XDIST_")]:
+        monkeypatch.delenv(name)
 
 
 def _saved_runs(pytester):
