@@ -33,7 +33,7 @@ from fastlower._twin import namespace as twin_namespace
 from fastlower._schema import (
     DELEGATES_AFTER_FUSING, DELEGATES_WHILE_FUSING, OWNABLE_ROLES, STAGE_FUSE, STAGE_INSERT,
     STAGE_PROGRAM, STOP_MUTATION_RETURNED, STOP_OWNED_UPDATE_READ, STOP_TAGGED_OUTPUT,
-    STOP_VALIDATE, PlanOptions,
+    STOP_VALIDATE, PlanOptions, PlanResult, RuleStop,
 )
 from fastlower._twin import plan as twin_plan
 from fastlower._twin.fusion import (
@@ -932,6 +932,8 @@ def test_loader_refuses_a_core_built_for_another_interface(monkeypatch):
         INTERFACE = _core_loader.CORE_INTERFACE - 1
         rules = []
         set_name_rules = rules.append
+        types = []
+        register_types = staticmethod(lambda *classes: StaleCore.types.append(classes))
 
     monkeypatch.delenv(_core_loader.FORCE_PYTHON_ENV, raising=False)
     monkeypatch.setattr(_core_loader.importlib, "import_module", lambda name: StaleCore)
@@ -941,11 +943,12 @@ def test_loader_refuses_a_core_built_for_another_interface(monkeypatch):
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # announced once per process, not per call
         assert _core_loader.load_core() is None
-    assert StaleCore.rules == []  # a refused core is not handed the rules
+    assert StaleCore.rules == [] and StaleCore.types == []  # a refused core gets nothing
     StaleCore.INTERFACE = _core_loader.CORE_INTERFACE
     monkeypatch.setattr(_core_loader, "_handed_over", None)
     assert _core_loader.load_core() is StaleCore
     assert StaleCore.rules == [twin_namespace.ILLEGAL_NAMES]
+    assert StaleCore.types == [(PartitionPlan, RuleStop, PlanResult)]
 
 
 def test_built_core_matches_the_sources_interface(core):
