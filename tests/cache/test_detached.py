@@ -3,132 +3,42 @@
 ``fastlower.cache.detached``: the child stores a copy-on-write snapshot of the
 lowering as it was returned; the caller's next lookup of that key and its exit wait
 for the child; no child outlives its parent; a hung child is killed, never waited
-for forever; with other threads alive the store runs inline.
+for forever; with other threads alive the store runs inline. Each case runs in a
+fresh process (``detached_cases.py``): pytest-xdist's worker has a thread of its own,
+with which fastlower rightly refuses to fork.
 """
 
 from __future__ import annotations
 
-import logging
 import os
 import subprocess
 import sys
 import textwrap
-import threading
-import time
 from pathlib import Path
 
 import pytest
-import torch
 
-from fastlower.cache import detached
 
-from .helpers import base_args, cache_at, lower, small_aten
 
 ROOT = Path(__file__).resolve().parents[2]
 
 pytestmark = pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
 
 
-@pytest.fixture
-def detach_everything(monkeypatch):
-    """Every entry counts as large; no child is left when the test ends."""
-    monkeypatch.setattr(detached, "DETACH_MIN_BYTES", 0)
-    yield
-    detached.wait_all(timeout=60)
-
-
-def _forks(caplog) -> list:
-    return [r.getMessage() for r in caplog.records
-            if r.name == "fastlower.cache" and r.getMessage().startswith("storing ")]
-
-
-def _state(manager) -> dict:
-    return {k: v.clone() for k, v in manager.exported_program().state_dict.items()}
-
-
-def test_a_child_stores_the_entry_and_the_next_lookup_waits_for_it(tmp_path, caplog,
-                                                                   detach_everything):
-    caplog.set_level(logging.DEBUG, logger="fastlower.cache")
-    with cache_at(tmp_path / "cache"):
-        first, report = lower(small_aten(), **base_args())
-        (line,) = _forks(caplog)
-        child = int(line.split("in process ")[1].split()[0])
-        assert child != os.getpid() and report.lowering_cache == "miss"
-        second, report = lower(small_aten(), **base_args())
-    assert report.lowering_cache == "hit"
-    assert bytes(second.to_executorch().buffer) == bytes(first.to_executorch().buffer)
-    with pytest.raises(ChildProcessError):  # reaped by the lookup that waited for it
-        os.waitpid(child, os.WNOHANG)
-
-
-def test_the_entry_is_the_lowering_as_returned_not_as_changed_afterwards(tmp_path,
-                                                                         detach_everything):
-    with cache_at(tmp_path / "cache"):
-        first, _ = lower(small_aten(), **base_args())
-        returned = _state(first)
-        assert returned
-        with torch.no_grad():  # the caller changes its program at once, as passes may
-            for tensor in first.exported_program().state_dict.values():
-                tensor.add_(1.0)
-        detached.wait_all(timeout=120)
-        again, report = lower(small_aten(), **base_args())
-    assert report.lowering_cache == "hit"
-    stored = _state(again)
-    assert stored.keys() == returned.keys()
-    assert all(torch.equal(stored[k], returned[k]) for k in returned)
-
-
-def test_small_entries_and_threaded_callers_store_inline(tmp_path, caplog, monkeypatch):
-    caplog.set_level(logging.DEBUG, logger="fastlower.cache")
-    with cache_at(tmp_path / "small"):  # the default threshold: this entry is small
-        lower(small_aten(), **base_args())
-    assert not _forks(caplog) and not detached.pending()
-
-    monkeypatch.setattr(detached, "DETACH_MIN_BYTES", 0)
-    release = threading.Event()
-    other = threading.Thread(target=release.wait, daemon=True)
-    other.start()
-    try:
-        with cache_at(tmp_path / "threads"):
-            lower(small_aten(), **base_args())
-    finally:
-        release.set()
-        other.join()
-    assert not _forks(caplog) and not detached.pending()
-    with cache_at(tmp_path / "threads"):
-        _, report = lower(small_aten(), **base_args())
-    assert report.lowering_cache == "hit"  # stored before the call returned
-
-
-def test_a_hung_child_is_killed_at_the_deadline_not_waited_for(caplog):
-    caplog.set_level(logging.WARNING, logger="fastlower.cache")
-    assert detached.store_detached("test:hung", 1 << 40, lambda: time.sleep(600))
-    (pid,) = detached.pending().values()
-    start = time.monotonic()
-    detached.wait_all(timeout=0.5)
-    assert time.monotonic() - start < 30
-    assert not detached.pending()
-    with pytest.raises(ChildProcessError):
-        os.waitpid(pid, os.WNOHANG)
-    assert any("test:hung" in r.getMessage() for r in caplog.records)
-
-
-def test_a_failing_child_leaves_no_entry_and_the_caller_unharmed(tmp_path, monkeypatch,
-                                                                 detach_everything):
-    from fastlower.cache import access
-
-    def broken(*args, **kwargs):
-        raise OSError("disk on fire")
-
-    monkeypatch.setattr(access, "store_checked", broken)  # inherited by the child
-    with cache_at(tmp_path / "cache"):
-        _, report = lower(small_aten(), **base_args())
-        assert report.lowering_cache == "miss"
-        detached.wait_all(timeout=120)
-        monkeypatch.undo()
-        monkeypatch.setattr(detached, "DETACH_MIN_BYTES", 0)
-        _, report = lower(small_aten(), **base_args())
-    assert report.lowering_cache == "miss"
+@pytest.mark.parametrize("case", [
+    "next_lookup_waits",  # a child stores the entry; the next lookup of its key waits for it
+    "entry_is_as_returned",  # the entry is the lowering as returned, not as changed afterwards
+    "small_or_threaded_inline",  # small entries, and callers with other threads, store inline
+    "hung_child_killed",  # a hung child is killed at the deadline, never waited for forever
+    "failing_child_harmless",  # a child that fails leaves no entry and the caller unharmed
+])
+def test_detached_store(case, tmp_path):
+    env = dict(os.environ, PYTHONPATH=str(ROOT), FASTLOWER_WORKERS="1")
+    env.pop("FASTLOWER_CACHE_DIR", None)
+    done = subprocess.run([sys.executable, "-m", "tests.cache.detached_cases", case,
+                           str(tmp_path / "cache")], cwd=ROOT, env=env, capture_output=True,
+                          text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-4000:]
 
 
 _SCRIPT = textwrap.dedent("""

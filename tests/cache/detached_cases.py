@@ -1,0 +1,139 @@
+"""Scenarios of ``fastlower.cache.detached``, each run by ``test_detached`` in a fresh
+process: a fork is refused while other threads are alive, as in a pytest-xdist worker
+(execnet's thread), so the tests need a process of their own.
+
+``python -m tests.cache.detached_cases CASE FOLDER``: runs ``CASE`` (a function below)
+with an empty cache folder ``FOLDER``; exit 0 when its assertions hold.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Dict, List
+
+import torch
+
+from fastlower.cache import access, detached
+from tests.cache.helpers import base_args, cache_at, lower, small_aten
+
+
+class _Lines(logging.Handler):
+    def __init__(self) -> None:
+        super().__init__(logging.DEBUG)
+        self.lines: List[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.lines.append(record.getMessage())
+
+
+_LOG = _Lines()
+logging.getLogger("fastlower.cache").addHandler(_LOG)
+logging.getLogger("fastlower.cache").setLevel(logging.DEBUG)
+
+
+def _forks() -> List[int]:
+    """The pids of the children forked so far (their debug lines)."""
+    return [int(line.split("in process ")[1].split()[0]) for line in _LOG.lines
+            if line.startswith("storing ")]
+
+
+def _state(manager) -> Dict[str, torch.Tensor]:
+    return {k: v.clone() for k, v in manager.exported_program().state_dict.items()}
+
+
+def next_lookup_waits(folder: Path) -> None:
+    detached.DETACH_MIN_BYTES = 0
+    with cache_at(folder):
+        first, report = lower(small_aten(), **base_args())
+        (child,) = _forks()
+        assert child != os.getpid() and report.lowering_cache == "miss"
+        second, report = lower(small_aten(), **base_args())
+    assert report.lowering_cache == "hit", report.lowering_cache
+    assert bytes(second.to_executorch().buffer) == bytes(first.to_executorch().buffer)
+    try:  # reaped by the lookup that waited for it
+        os.waitpid(child, os.WNOHANG)
+        raise AssertionError(f"child {child} was not reaped")
+    except ChildProcessError:
+        pass
+
+
+def entry_is_as_returned(folder: Path) -> None:
+    detached.DETACH_MIN_BYTES = 0
+    with cache_at(folder):
+        first, _ = lower(small_aten(), **base_args())
+        assert _forks()
+        returned = _state(first)
+        assert returned
+        with torch.no_grad():  # the caller changes its program at once, as passes may
+            for tensor in first.exported_program().state_dict.values():
+                tensor.add_(1.0)
+        detached.wait_all(timeout=120)
+        again, report = lower(small_aten(), **base_args())
+    assert report.lowering_cache == "hit"
+    stored = _state(again)
+    assert stored.keys() == returned.keys()
+    assert all(torch.equal(stored[k], returned[k]) for k in returned), "the entry saw the change"
+
+
+def small_or_threaded_inline(folder: Path) -> None:
+    with cache_at(folder / "small"):  # the default threshold: this entry is small
+        lower(small_aten(), **base_args())
+    assert not _forks() and not detached.pending()
+    detached.DETACH_MIN_BYTES = 0
+    release = threading.Event()
+    other = threading.Thread(target=release.wait, daemon=True)
+    other.start()
+    try:
+        with cache_at(folder / "threads"):
+            lower(small_aten(), **base_args())
+    finally:
+        release.set()
+        other.join()
+    assert not _forks() and not detached.pending()
+    with cache_at(folder / "threads"):
+        _, report = lower(small_aten(), **base_args())
+    assert report.lowering_cache == "hit"  # stored before the call returned
+
+
+def hung_child_killed(folder: Path) -> None:
+    assert detached.store_detached("test:hung", 1 << 40, lambda: time.sleep(600))
+    (pid,) = detached.pending().values()
+    start = time.monotonic()
+    detached.wait_all(timeout=0.5)
+    assert time.monotonic() - start < 30
+    assert not detached.pending()
+    try:
+        os.waitpid(pid, os.WNOHANG)
+        raise AssertionError(f"child {pid} was not reaped")
+    except ChildProcessError:
+        pass
+    assert any("test:hung" in line for line in _LOG.lines)
+
+
+def failing_child_harmless(folder: Path) -> None:
+    real = access.store_checked
+
+    def broken(*args, **kwargs):
+        raise OSError("disk on fire")
+
+    detached.DETACH_MIN_BYTES = 0
+    access.store_checked = broken  # inherited by the child
+    try:
+        with cache_at(folder):
+            _, report = lower(small_aten(), **base_args())
+            assert report.lowering_cache == "miss" and _forks()
+            detached.wait_all(timeout=120)
+    finally:
+        access.store_checked = real
+    with cache_at(folder):
+        _, report = lower(small_aten(), **base_args())
+    assert report.lowering_cache == "miss"
+
+
+if __name__ == "__main__":
+    globals()[sys.argv[1]](Path(sys.argv[2]))
