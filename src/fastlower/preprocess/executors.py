@@ -44,6 +44,7 @@ import os
 import signal
 import sys
 import threading
+import time
 from concurrent.futures import (
     FIRST_COMPLETED,
     BrokenExecutor,
@@ -164,7 +165,7 @@ def _died(jobs: Sequence[PreprocessJob], started, finished: set,
     for proc in processes.values():
         proc.join(timeout=10)
     running = [(i, started[i]) for i in range(len(jobs)) if started[i] and i not in finished]
-    exits = {pid: getattr(processes.get(pid), "exitcode", None) for _, pid in running}
+    exits = {pid: _exit_code(processes.get(pid)) for _, pid in running}
     # the pool terminates the surviving workers with SIGTERM after one dies:
     # the culprit is the one that died otherwise, if any did
     culprits = [(i, pid) for i, pid in running if exits[pid] not in (None, 0, -signal.SIGTERM)]
@@ -176,6 +177,18 @@ def _died(jobs: Sequence[PreprocessJob], started, finished: set,
                           for i, pid in culprits)
     return WorkerDiedError(f"a preprocess worker process died: {described}",
                            [jobs[i].tag for i, _ in culprits])
+
+
+def _exit_code(proc, patience: float = 5.0) -> Optional[int]:
+    """``proc.exitcode``, waiting a little for it: the pool's own thread may be reaping the
+    same process (it joins every worker once one died), and between its ``waitpid`` and
+    its recording the code, ``exitcode`` reads None here."""
+    if proc is None:
+        return None
+    deadline = time.monotonic() + patience
+    while proc.exitcode is None and time.monotonic() < deadline:
+        time.sleep(0.01)
+    return proc.exitcode
 
 
 def run_fork_pool(jobs: Sequence[PreprocessJob], workers: int, done: Done,
