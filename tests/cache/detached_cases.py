@@ -20,15 +20,7 @@ import torch
 
 from fastlower.cache import access, detached
 from tests.cache.helpers import base_args, cache_at, lower, small_aten
-
-
-class _Lines(logging.Handler):
-    def __init__(self) -> None:
-        super().__init__(logging.DEBUG)
-        self.lines: List[str] = []
-
-    def emit(self, record: logging.LogRecord) -> None:
-        self.lines.append(record.getMessage())
+from tests.cache.lower_once import _Lines
 
 
 _LOG = _Lines()

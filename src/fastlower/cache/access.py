@@ -16,7 +16,7 @@ from typing import Any, Callable, Dict, Optional, Tuple
 
 from ..preprocess.cache import CacheWarning
 from ..preprocess.folder import warn_read_only
-from . import entry, manifest
+from . import detached, entry, manifest
 from .errors import DamagedEntry, Uncacheable
 from .settings import LoweringCacheSettings
 from .store import LoweringStore
@@ -38,7 +38,9 @@ def open_store(settings: LoweringCacheSettings) -> Optional[LoweringStore]:
 
 
 def lookup(store: LoweringStore, key: str) -> Optional[Tuple[Dict[str, Any], Any]]:
-    """``(info, payload)`` of a usable entry under ``key``, else None."""
+    """``(info, payload)`` of a usable entry under ``key``, else None (after this process's
+    child storing ``key``, if any, has finished: :mod:`.detached`)."""
+    detached.wait_for(key)
     try:
         stream = store.open(key)
     except Exception as exc:  # an unreadable value file, a corrupt row
@@ -87,3 +89,19 @@ def store_checked(store: LoweringStore, key: str, info: Dict[str, Any], payload:
                       f"{store.directory} ({exc!r})", CacheWarning, stacklevel=4)
         return False
     return True
+
+
+def store_soon(store: LoweringStore, settings: LoweringCacheSettings, key: str, size: int,
+               write: Callable[[LoweringStore], Any]) -> None:
+    """``write(store)`` now, or, for an entry of ``size`` bytes that :mod:`.detached` takes,
+    ``write`` on the child's own connection to the same folder (``store`` is closed first)."""
+
+    def in_child() -> None:
+        own = LoweringStore(settings.directory, settings.size_limit)
+        try:
+            write(own)
+        finally:
+            own.close()
+
+    if not detached.store_detached(key, size, in_child, before_fork=store.close):
+        write(store)

@@ -41,7 +41,7 @@ from executorch.exir.capture._config import ExecutorchBackendConfig
 from executorch.exir.program._program import EdgeProgramManager, ExecutorchProgramManager
 
 from ..preprocess.keys import versions
-from . import access, detached
+from . import access
 from .errors import Uncacheable
 from .execution import LazyExecutionPrograms
 from .key import ENTRY_FORMAT, ProgramCanonical, fastlower_source
@@ -117,7 +117,6 @@ def to_executorch(  # noqa (FLAKE8) C901
     if store is None:
         return reference()(self, config)
     try:
-        detached.wait_for(key)  # this process may be storing it in a child
         found = access.lookup(store, key)
         if found is not None and not settings.verify:
             result = _manager(self, config, found[1], key)
@@ -143,21 +142,9 @@ def to_executorch(  # noqa (FLAKE8) C901
 def _store_soon(store: LoweringStore, settings: LoweringCacheSettings, key: str,
                 payload: Dict[str, Any]) -> None:
     """Stores ``payload`` under ``key``, in a forked child when it is large (:mod:`.detached`)."""
-
-    def store_in(target: LoweringStore) -> None:
-        access.store_checked(target, key, {"created": time.time()}, payload,
-                             lambda back: _difference(payload, back))
-
-    def in_child() -> None:
-        own = LoweringStore(settings.directory, settings.size_limit)  # its own connection
-        try:
-            store_in(own)
-        finally:
-            own.close()
-
     size = len(payload["pte"]) + sum(len(data) for data in payload["tensor_data"].values())
-    if not detached.store_detached(key, size, in_child, before_fork=store.close):
-        store_in(store)
+    access.store_soon(store, settings, key, size, lambda target: access.store_checked(
+        target, key, {"created": time.time()}, payload, lambda back: _difference(payload, back)))
 
 
 def _payload(result: ExecutorchProgramManager) -> Dict[str, Any]:

@@ -44,7 +44,7 @@ from executorch.exir.program._program import EdgeProgramManager
 from torch.export import ExportedProgram
 from torch.fx.passes.infra.pass_manager import PassManager as GraphModulePassManager
 
-from . import access, compare, detached, manifest
+from . import access, compare, manifest
 from .errors import LoweringCacheVerificationError, Uncacheable
 from .key import LoweringKey, lowering_key, method_programs
 from .report import report_from_programs
@@ -155,7 +155,6 @@ def _cached(store: LoweringStore, key: LoweringKey, settings: LoweringCacheSetti
             programs: Any, args: Dict[str, Any]) -> EdgeProgramManager:
     seconds = {"key": key.seconds}
     start = time.perf_counter()
-    detached.wait_for(key.key)  # this process may be storing it in a child
     found = access.lookup(store, key.key)
     seconds["load"] = time.perf_counter() - start
     if found is not None and not settings.verify:
@@ -202,17 +201,8 @@ def _store(store: LoweringStore, key: str, manager: EdgeProgramManager, added_op
 def _store_soon(store: LoweringStore, settings: LoweringCacheSettings, key: str,
                 manager: EdgeProgramManager, added_ops: List[str], lower_seconds: float) -> None:
     """:func:`_store`, in a forked child when the entry is large (:mod:`.detached`)."""
-
-    def in_child() -> None:
-        own = LoweringStore(settings.directory, settings.size_limit)  # its own connection
-        try:
-            _store(own, key, manager, added_ops, lower_seconds)
-        finally:
-            own.close()
-
-    size = _data_bytes(manager._edge_programs.values())
-    if not detached.store_detached(key, size, in_child, before_fork=store.close):
-        _store(store, key, manager, added_ops, lower_seconds)
+    access.store_soon(store, settings, key, _data_bytes(manager._edge_programs.values()),
+                      lambda target: _store(target, key, manager, added_ops, lower_seconds))
 
 
 def _data_bytes(programs: Iterable[ExportedProgram]) -> int:
