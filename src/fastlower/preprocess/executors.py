@@ -60,7 +60,7 @@ from typing import Callable, Dict, Iterator, List, Optional, Sequence, Tuple
 from executorch.exir.backend.backend_details import PreprocessResult
 
 from .failures import WorkerDiedError, backend_error, describe_exit
-from .jobs import PreprocessJob, call_preprocess
+from .jobs import PreprocessJob, call_preprocess, longest_first
 from .transport import run_wire_job, to_wire
 
 log = logging.getLogger(__name__)
@@ -207,7 +207,7 @@ def run_fork_pool(jobs: Sequence[PreprocessJob], workers: int, done: Done,
             try:
                 # with the fork context every worker is forked on the first submit
                 pending: Dict[Future, int] = {pool.submit(_run_inherited, i): i
-                                              for i in range(len(jobs))}
+                                              for i in longest_first(jobs)}
                 processes = dict(getattr(pool, "_processes", {}) or {})
             finally:
                 _INHERITED, _STARTED = [], None
@@ -321,8 +321,8 @@ def run_on_executor(jobs: Sequence[PreprocessJob], executor: Executor, done: Don
     """The jobs on a user's ``Executor``; programs travel serialized (see ``transport``)."""
     pending: Dict[Future, int] = {}
     try:
-        for position, job in enumerate(jobs):
-            pending[executor.submit(run_wire_job, to_wire(job))] = position
+        for position in longest_first(jobs):
+            pending[executor.submit(run_wire_job, to_wire(jobs[position]))] = position
         while ready := _wait_in_order(pending, jobs, failure):
             for future in ready:
                 position = pending.pop(future)

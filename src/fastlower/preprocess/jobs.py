@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import List, Tuple, Type
+from typing import List, Sequence, Tuple, Type
 
 from executorch.exir.backend.backend_details import BackendDetails, PreprocessResult
 from executorch.exir.backend.compile_spec_schema import CompileSpec
@@ -47,6 +47,40 @@ class PreprocessJob:
 
     def describe(self) -> str:
         return f"partition '{self.tag}' of method '{self.method}' (backend {self.backend_id})"
+
+
+# What one graph node costs a backend's preprocess, in bytes of constant data: XNNPACK
+# runs several passes over each partition (fixed cost per node), then packs the weights
+# (cost per byte). Only the order of the estimates matters.
+NODE_COST_BYTES = 1 << 16
+
+
+def estimated_cost(job: PreprocessJob) -> int:
+    """A rough measure of how long the job's preprocess takes, for ordering jobs.
+
+    Nodes and the bytes of the constants the partition owns: a quantized linear's
+    partition has the same few nodes whatever its size, and the largest (an LLM's
+    output projection) is the one to start first.
+    """
+    program = job.program
+    constant_bytes = 0
+    for value in (*program.state_dict.values(), *program.constants.values()):
+        nbytes = getattr(value, "nbytes", None)
+        if isinstance(nbytes, int):
+            constant_bytes += nbytes
+    return len(program.graph.nodes) * NODE_COST_BYTES + constant_bytes
+
+
+def longest_first(jobs: Sequence[PreprocessJob]) -> List[int]:
+    """Positions of ``jobs`` in the order a pool should start them: the costliest first.
+
+    A pool takes jobs in the order they are submitted. In graph order an LLM's
+    largest partition comes last and runs alone at the end while the other workers
+    idle; started first, it runs beside the others (longest processing time first).
+    Ties keep graph order. Results are still handed back by position.
+    """
+    costs = [estimated_cost(job) for job in jobs]
+    return sorted(range(len(jobs)), key=lambda position: (-costs[position], position))
 
 
 def private_copy(job: PreprocessJob, program: ExportedProgram) -> ExportedProgram:
