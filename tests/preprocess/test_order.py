@@ -1,20 +1,23 @@
-"""Pools start the costliest partition first; results stay in graph order."""
+"""Pools start the costliest partition first, the parent primes a backend with its cheapest;
+results stay in graph order."""
 
+import os
 from concurrent.futures import ThreadPoolExecutor
 
 import torch
 from executorch.exir import EdgeCompileConfig, to_edge
+from executorch.exir.backend.backend_details import BackendDetails, PreprocessResult
 
 import fastlower
 import fastlower.preprocess as pp
 from fastlower.preprocess.jobs import estimated_cost, longest_first
 
-from .helpers import LinearPartitioner, fingerprint
+from .helpers import LinearPartitioner, delegates, fingerprint
 
-# widths of a chain of linears: partition 1 (8 -> 4096) owns the most weight bytes,
-# then 2 (4096 -> 8); 3 has the bytes of 0 and one node more (its input is made
-# inside the graph, 0's is the program's)
-WIDTHS = (8, 8, 4096, 8, 8)
+# widths of a chain of linears: partitions 1 to 3 have one node more than 0 (their
+# input is made inside the graph, 0's is the program's); of those, 1 (8 -> 256) owns
+# the most weight bytes, then 2 (256 -> 8)
+WIDTHS = (8, 8, 256, 8, 8)
 COSTLIEST_FIRST = ["tag1", "tag2", "tag3", "tag0"]
 
 
@@ -71,10 +74,57 @@ class _Job:
         self.program = program
 
 
-def test_cost_counts_nodes_and_constant_bytes():
+def test_cost_counts_nodes_then_constant_bytes():
     small, large = torch.nn.Linear(4, 4), torch.nn.Linear(4, 400)
     programs = [torch.export.export(m, (torch.randn(1, 4),)) for m in (small, large)]
     costs = [estimated_cost(_Job(p)) for p in programs]
-    assert costs[1] - costs[0] == (400 * 4 + 400 - 4 * 4 - 4) * 4  # same nodes, more bytes
+    assert costs[0][0] == costs[1][0] == len(programs[0].graph.nodes)
+    assert costs[1][1] - costs[0][1] == (400 * 4 + 400 - 4 * 4 - 4) * 4
     assert longest_first([_Job(p) for p in programs]) == [1, 0]
     assert longest_first([_Job(programs[0])] * 3) == [0, 1, 2]  # ties: graph order
+    bigger_graph = torch.export.export(torch.nn.Sequential(small, torch.nn.ReLU(), small),
+                                       (torch.randn(1, 4),))
+    assert longest_first([_Job(programs[1]), _Job(bigger_graph)]) == [1, 0]  # nodes first
+
+
+class OrderTestWarmUpBackend(BackendDetails):
+    """Says in its bytes where it ran and whether this process had preprocessed before."""
+
+    warm = False
+
+    @staticmethod
+    def preprocess(edge_program, compile_specs) -> PreprocessResult:
+        cls = OrderTestWarmUpBackend
+        was_warm, cls.warm = cls.warm, True
+        return PreprocessResult(processed_bytes=f"{os.getpid()}:{was_warm}".encode())
+
+
+class ReluFirstChain(torch.nn.Module):
+    """relu before each linear: every partition has the same nodes (relu, permute, addmm),
+    so the weight bytes rank them: 0 (8 -> 256), 1 (256 -> 8), then 2 and 3 (8 -> 8)."""
+
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(0)
+        self.lins = torch.nn.ModuleList(torch.nn.Linear(a, b)
+                                        for a, b in zip((8, 256, 8, 8), (256, 8, 8, 8)))
+
+    def forward(self, x):
+        for lin in self.lins:
+            x = lin(torch.relu(x))
+        return x
+
+
+def test_the_primer_is_the_cheapest_partition():
+    """The backend's first preprocess in a process runs here before the fork, while the
+    other cores wait: the cheapest partition (the first of the two smallest) does it."""
+    aten = torch.export.export(ReluFirstChain(), (torch.randn(2, 8),))
+    program = to_edge(aten, compile_config=EdgeCompileConfig(_check_ir_validity=False)
+                      ).exported_program()
+    assert not OrderTestWarmUpBackend.warm
+    with pp.options(workers=2):
+        lowered = fastlower.to_backend(program, LinearPartitioner(OrderTestWarmUpBackend))
+    ran = [bytes(d[2]).decode().split(":") for d in delegates(lowered)]
+    assert [int(pid) == os.getpid() for pid, _ in ran] == [False, False, True, False], ran
+    assert [warm for _, warm in ran] == ["True", "True", "False", "True"], ran
+    assert fastlower.last_report().preprocess_runner == "fork pool, 2 workers"

@@ -11,7 +11,7 @@ Backends that override ``preprocess_multimethod`` may share state between
 their partitions: their jobs run serially, in order, in this process, and
 are neither cached nor sent to workers.
 
-Before the first fork pool of a backend in this process, one of its partitions
+Before the first fork pool of a backend in this process, its cheapest partition
 runs here (:func:`prime`): a backend's first ``preprocess`` in a process fills
 caches that later calls reuse (XNNPACK traces its SDPA and bilinear pattern
 graphs with ``torch.export``, ~10 s each, on first use), and forked workers
@@ -34,7 +34,7 @@ from .executors import (
 )
 from .failures import CacheVerificationError
 from .folder import warn_read_only
-from .jobs import PreprocessJob, call_preprocess
+from .jobs import PreprocessJob, call_preprocess, estimated_cost
 from .keys import TensorDigests, cache_key
 from .progress import partition_bar
 from .settings import ResolvedOptions, resolve
@@ -48,16 +48,18 @@ _PRIMED_LOCK = threading.Lock()
 def prime(jobs: Sequence[PreprocessJob], done: Callable[[PreprocessJob, PreprocessResult, float],
                                                         None],
           failure: EarliestFailure) -> List[PreprocessJob]:
-    """Run, here, the first job of each backend that has not preprocessed in this process
-    yet; the jobs left for the workers.
+    """Run, here, the cheapest job of each backend that has not preprocessed in this
+    process yet; the jobs left for the workers.
 
     A primer's failure is recorded like any other; the jobs after it are then not
     needed (the earliest failure is raised), the ones before it still run.
     """
     with _PRIMED_LOCK:
-        primers = {}
-        for job in jobs:
-            if job.backend not in _PRIMED and job.backend not in primers:
+        primers: Dict[type, PreprocessJob] = {}
+        for job in jobs:  # the cheapest job of each backend: the other cores wait for it
+            if job.backend not in _PRIMED and (
+                    job.backend not in primers
+                    or estimated_cost(job) < estimated_cost(primers[job.backend])):
                 primers[job.backend] = job
         _PRIMED.update(primers)
     for job in primers.values():
