@@ -76,6 +76,12 @@ def _spans(run: dict) -> Optional[List[float]]:
             run["target_seconds"] - te_end]
 
 
+def _profile_row(config: str, kind: str, run: dict, spans: List[float]) -> list:
+    phases = (run.get("lowering_cache_seconds") or [None])[0] or {}
+    return [config, kind, *(f"{v:.1f}" for v in spans),
+            ", ".join(f"{k} {v:.1f}" for k, v in phases.items())]
+
+
 def profile(results: dict) -> str:
     """Per run: start-up (interpreter, imports, ``fastlower run``), ``export_llm`` before
     the window (load, quantize, ``torch.export``), the edge stage (until the first
@@ -89,10 +95,14 @@ def profile(results: dict) -> str:
             spans = _spans(run) if run else None
             if spans is None:
                 continue
-            phases = (run.get("lowering_cache_seconds") or [None])[0] or {}
-            rows.append([config, kind, *(f"{v:.1f}" for v in spans),
-                         ", ".join(f"{k} {v:.1f}" for k, v in phases.items())])
+            rows.append(_profile_row(config, kind, run, spans))
             config = ""
+        for i, pair in enumerate((runs.get("interleaved") or {}).get("rounds", [])):
+            for kind, run in (pair.get("runs") or {}).items():
+                spans = _spans(run)
+                if spans is not None:
+                    rows.append(_profile_row(config, f"round {i}: {kind}", run, spans))
+                    config = ""
     return tabulate(rows, headers=["config", "run", "start-up", "before", "edge stage",
                                    "to_backend", "rest of etl", "between", "to_executorch",
                                    "after", "lowering cache (s)"], tablefmt="github")

@@ -62,6 +62,8 @@ ALL_RUNS = ("reference", "serial", "cold", "warm", "warm-preprocess", "edited")
 RUNS = tuple(os.environ.get("FASTLOWER_BENCH_LLM_RUNS", ",".join(ALL_RUNS)).split(","))
 NUDGED = "layers.0.attention_norm.weight"
 ROUNDS = int(os.environ.get("FASTLOWER_BENCH_LLM_ROUNDS", "0") or 0)
+# what the interleaved rounds keep of each run, beyond the ratios
+PROFILED = ("process_seconds", "target_seconds", "calls", "lowering_cache_seconds")
 JSON_OUT = Path(os.environ.get("FASTLOWER_BENCH_LLM_JSON", HERE / "export_llm_results.json"))
 _RESULTS: dict = {}
 
@@ -157,6 +159,9 @@ def test_cold_against_reference_interleaved(benchmark, name, work):
         return {"order": list(order),
                 **{f"{kind}_{field}": getattr(run, field) for kind, run in pair.items()
                    for field in ("process_seconds", "window_seconds", "to_backend_seconds")},
+                # each run's timed calls, for report_export_llm.py's profile of the rounds
+                "runs": {kind: {field: getattr(run, field) for field in PROFILED}
+                         for kind, run in pair.items()},
                 "window_ratio": reference.window_seconds / cold.window_seconds,
                 "process_ratio": reference.process_seconds / cold.process_seconds,
                 "to_backend_ratio": reference.to_backend_seconds / cold.to_backend_seconds}
