@@ -230,16 +230,19 @@ def new_children(before: List[psutil.Process]) -> List[psutil.Process]:
     return [p for p in child_processes() if p.pid not in known]
 
 
-@final
-class PreprocessTestWarmUpBackend(BackendDetails):
-    """Fills a per-process cache on its first ``preprocess`` (as XNNPACK traces its pattern
-    graphs on first use) and says, in its bytes, where it ran and whether the cache was
-    already warm there: ``b"<pid>:<warm>"``."""
+def warm_up_backend(name: str, module: str = __name__) -> type:
+    """A backend class ``name`` that fills a per-process cache on its first ``preprocess``
+    (as XNNPACK traces its pattern graphs on first use) and says, in its bytes, where it
+    ran and whether the cache was already warm there: ``b"<pid>:<warm>"``. Each class
+    has its own cache (``warm``)."""
 
-    warm = False
-
-    @staticmethod
     def preprocess(edge_program, compile_specs) -> PreprocessResult:
-        cls = PreprocessTestWarmUpBackend
-        was_warm, cls.warm = cls.warm, True
+        was_warm, backend.warm = backend.warm, True
         return PreprocessResult(processed_bytes=f"{os.getpid()}:{was_warm}".encode())
+
+    backend = type(name, (BackendDetails,), {"warm": False, "__module__": module,
+                                             "preprocess": staticmethod(preprocess)})
+    return backend
+
+
+PreprocessTestWarmUpBackend = warm_up_backend("PreprocessTestWarmUpBackend")

@@ -6,13 +6,12 @@ from concurrent.futures import ThreadPoolExecutor
 
 import torch
 from executorch.exir import EdgeCompileConfig, to_edge
-from executorch.exir.backend.backend_details import BackendDetails, PreprocessResult
 
 import fastlower
 import fastlower.preprocess as pp
 from fastlower.preprocess.jobs import estimated_cost, longest_first
 
-from .helpers import LinearPartitioner, delegates, fingerprint
+from .helpers import LinearPartitioner, delegates, fingerprint, warm_up_backend
 
 # widths of a chain of linears: partitions 1 to 3 have one node more than 0 (their
 # input is made inside the graph, 0's is the program's); of those, 1 (8 -> 256) owns
@@ -87,16 +86,8 @@ def test_cost_counts_nodes_then_constant_bytes():
     assert longest_first([_Job(programs[1]), _Job(bigger_graph)]) == [1, 0]  # nodes first
 
 
-class OrderTestWarmUpBackend(BackendDetails):
-    """Says in its bytes where it ran and whether this process had preprocessed before."""
-
-    warm = False
-
-    @staticmethod
-    def preprocess(edge_program, compile_specs) -> PreprocessResult:
-        cls = OrderTestWarmUpBackend
-        was_warm, cls.warm = cls.warm, True
-        return PreprocessResult(processed_bytes=f"{os.getpid()}:{was_warm}".encode())
+# its own per-process cache: other tests' backends may have warmed theirs
+OrderTestWarmUpBackend = warm_up_backend("OrderTestWarmUpBackend", __name__)
 
 
 class ReluFirstChain(torch.nn.Module):
