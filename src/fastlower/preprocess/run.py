@@ -56,10 +56,9 @@ def prime(jobs: Sequence[PreprocessJob], done: Callable[[PreprocessJob, Preproce
     """
     with _PRIMED_LOCK:
         primers: Dict[type, PreprocessJob] = {}
-        for job in jobs:  # the cheapest job of each backend: the other cores wait for it
-            if job.backend not in _PRIMED and (
-                    job.backend not in primers
-                    or estimated_cost(job) < estimated_cost(primers[job.backend])):
+        for job in sorted(jobs, key=estimated_cost):  # stable: ties keep graph order
+            # the cheapest job of each backend: the other cores wait for it
+            if job.backend not in _PRIMED and job.backend not in primers:
                 primers[job.backend] = job
         _PRIMED.update(primers)
     for job in primers.values():
