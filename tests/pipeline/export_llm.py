@@ -64,14 +64,18 @@ class LlmConfig:
                                    name=f"{self.name.rsplit('-', 1)[0]}-{suffix}")
 
 
-# a tiny model for the default test run; stories15M and stories110M sizes for benchmarks
+# a tiny model for the default test run; stories15M and stories110M sizes for benchmarks,
+# and a wide, shallow one (Llama 3.2 1B's width, 4 layers, a small vocabulary) as a
+# second depth and width
 TINY = LlmConfig("tiny-8da4w", dim=64, n_layers=2, n_heads=4, vocab_size=256, hidden_dim=128,
                  max_seq_length=32)
 STORIES15M = LlmConfig("stories15m-8da4w", dim=288, n_layers=6, n_heads=6, vocab_size=32000,
                        hidden_dim=768)
 STORIES110M = LlmConfig("stories110m-8da4w", dim=768, n_layers=12, n_heads=12,
                         vocab_size=32000, hidden_dim=2048)
-CONFIGS = {c.name: c for c in (TINY, STORIES15M, STORIES110M)}
+WIDE = LlmConfig("d2048l4-8da4w", dim=2048, n_layers=4, n_heads=16, vocab_size=8192,
+                 hidden_dim=5632)
+CONFIGS = {c.name: c for c in (TINY, STORIES15M, STORIES110M, WIDE)}
 
 
 def model_files(config: LlmConfig, folder: Path, seed: int = 0,
