@@ -110,24 +110,27 @@ def profile(results: dict) -> str:
 
 def interleaved(results: dict) -> str:
     """Reference and cold fastlower in alternating pairs (``FASTLOWER_BENCH_LLM_ROUNDS``):
-    each round's seconds and ratios, then the medians."""
+    each round's start, commit, seconds and ratios, then the medians."""
     rows = []
     for config, runs in results.items():
         summary = runs.get("interleaved")
         if not summary:
             continue
         for i, r in enumerate(summary["rounds"]):
-            rows.append([config, i, " then ".join(r["order"]),
+            when = " ".join(v for v in (r.get("started", "")[:16].replace("T", " "),
+                                        r.get("commit") or "") if v)
+            rows.append([config, i, when, " then ".join(r["order"]),
                          f"{r['reference_window_seconds']:.1f} / {r['cold_window_seconds']:.1f} s",
                          f"{r['window_ratio']:.2f}x", f"{r['process_ratio']:.2f}x",
                          f"{r['to_backend_ratio']:.2f}x"])
             config = ""
-        rows.append(["", "median", "", "", f"{summary['median_window_ratio']:.2f}x",
+        rows.append(["", "median", "", "", "", f"{summary['median_window_ratio']:.2f}x",
                      f"{summary['median_process_ratio']:.2f}x",
                      f"{summary['median_to_backend_ratio']:.2f}x"])
     if not rows:
         return ""
-    return tabulate(rows, headers=["config", "round", "order", "window (reference / cold)",
+    return tabulate(rows, headers=["config", "round", "started (UTC), commit", "order",
+                                   "window (reference / cold)",
                                    "window", "process", "to_backend"], tablefmt="github")
 
 

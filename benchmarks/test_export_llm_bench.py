@@ -44,8 +44,11 @@ import dataclasses
 import json
 import os
 import statistics
+import subprocess
 import sys
+from datetime import datetime, timezone
 from pathlib import Path
+from typing import Optional
 
 import pytest
 
@@ -124,12 +127,27 @@ def test_export_llm(benchmark, name, kind, work):
         assert run.lowering_cache == ["hit"] and run.cache_misses == 0, run
     if kind == "warm-preprocess":
         assert run.lowering_cache == [None] and run.cache_misses == 0 < run.cache_hits, run
-    # configs this session did not run keep their rows (each config's runs are from one
-    # session: every ratio is to the reference of the same session)
+    # configs this session did not run keep their rows, and a config's interleaved rounds
+    # (pairs of their own) stay; its other runs are replaced together, as every ratio is
+    # to the reference of the same session
     results = json.loads(JSON_OUT.read_text()) if JSON_OUT.exists() else {}
-    results.update({n: {k: {f: v for f, v in dataclasses.asdict(r).items() if f != "log"}
-                        for k, r in rs.items()} for n, rs in _RESULTS.items()})
+    for n, rs in _RESULTS.items():
+        kept = {k: v for k, v in results.get(n, {}).items() if k == "interleaved"}
+        results[n] = {**kept, **{k: {f: v for f, v in dataclasses.asdict(r).items() if f != "log"}
+                                 for k, r in rs.items()}}
     JSON_OUT.write_text(json.dumps(results, indent=1))
+
+
+def _commit() -> Optional[str]:
+    """The checkout's commit, ``+`` when its tracked files differ from it (the runs use the
+    installed fastlower: ``pip install .`` from this checkout)."""
+    try:
+        head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=HERE, text=True,
+                              capture_output=True, check=True).stdout.strip()
+        dirty = subprocess.run(["git", "diff", "--quiet", "HEAD"], cwd=HERE).returncode != 0
+    except (OSError, subprocess.CalledProcessError):
+        return None
+    return head + ("+" if dirty else "")
 
 
 def _merge_into_json(name: str, key: str, value) -> None:
@@ -148,6 +166,7 @@ def test_cold_against_reference_interleaved(benchmark, name, work):
     def one_pair(index: int) -> dict:
         cache = work / f"cache-interleaved-{config.name}-{index}"  # empty: a cold run
         order = ("reference", "cold") if index % 2 == 0 else ("cold", "reference")
+        started = datetime.now(timezone.utc).isoformat(timespec="seconds")
         pair = {}
         for kind in order:
             pair[kind] = (run_export("reference", config, work) if kind == "reference" else
@@ -156,7 +175,7 @@ def test_cold_against_reference_interleaved(benchmark, name, work):
         reference, cold = pair["reference"], pair["cold"]
         assert cold.pte_sha256 == reference.pte_sha256, f"{name} round {index}: .pte differs"
         assert cold.lowering_cache == ["miss"] and cold.cache_hits == 0, cold
-        return {"order": list(order),
+        return {"order": list(order), "started": started, "commit": _commit(),
                 **{f"{kind}_{field}": getattr(run, field) for kind, run in pair.items()
                    for field in ("process_seconds", "window_seconds", "to_backend_seconds")},
                 # each run's timed calls, for report_export_llm.py's profile of the rounds
