@@ -16,11 +16,16 @@ from .lowering import lower_methods, lower_program
 from .report.document import LoweringReport
 from .report.registry import last_report
 from .spec import MethodProgramsPartitionerSpec
+from .stack_room import with_stack_room
 
 
 @singledispatch
 def to_backend(args):
     """Delegate parts of an Edge program to backends; dispatches on the first argument.
+
+    Each overload runs with room on the frame stack (:mod:`fastlower.stack_room`): the
+    partitioners' and backends' loops never cross a stack chunk, whatever the caller's
+    depth.
 
     * ``to_backend(backend_id: str, program, compile_specs) -> LoweredBackendModule``
     * ``to_backend(program: ExportedProgram, partitioner) -> ExportedProgram``
@@ -40,11 +45,11 @@ def _(backend_id: str, edge_program: ExportedProgram,
 
 @to_backend.register
 def _(edge_program: ExportedProgram, partitioner_instance: Partitioner) -> ExportedProgram:
-    return lower_program(edge_program, partitioner_instance)
+    return with_stack_room(lower_program, edge_program, partitioner_instance)
 
 
 def _lower_spec(spec) -> Dict[str, ExportedProgram]:
-    return lower_methods(spec.method_to_edge_program, spec.method_to_partitioner)
+    return with_stack_room(lower_methods, spec.method_to_edge_program, spec.method_to_partitioner)
 
 
 to_backend.register(MethodProgramsPartitionerSpec, _lower_spec)

@@ -12,6 +12,7 @@ from executorch.exir.lowered_backend_module import LoweredBackendModule
 from torch.export import ExportedProgram
 
 from .errors import BackendNotFoundError
+from .stack_room import with_stack_room
 
 
 def known_backends() -> Dict[str, Type[BackendDetails]]:
@@ -76,5 +77,5 @@ def lower_one(backend_id: str, program: ExportedProgram, compile_specs: List[Com
     cls = find_backend(backend_id)
     copied = copy_for_preprocess(program)
     with backend_timer or nullcontext():
-        result = cls.preprocess(copied, compile_specs)
+        result = with_stack_room(cls.preprocess, copied, compile_specs)
     return make_lowered_module(program, backend_id, result, compile_specs)

@@ -49,14 +49,16 @@ from .settings import LoweringCacheSettings, resolve
 from .store import LoweringStore
 
 from .. import dispatch as patch  # the entry points; fastlower.patch names this package
+from ..stack_room import stack_room
 
 log = logging.getLogger("fastlower.cache")
 
 
 
 def reference() -> Any:
-    """The reference ``EdgeProgramManager.to_executorch`` (as imported before any patching)."""
-    return patch.reference_of("to_executorch")
+    """The reference ``EdgeProgramManager.to_executorch`` (as imported before any patching),
+    run with room on the stack (``stack_room``: its passes and emitter loop deep in it)."""
+    return stack_room(patch.reference_of("to_executorch"))
 
 
 def executorch_key(manager: EdgeProgramManager, config: Optional[ExecutorchBackendConfig]) -> str:

@@ -52,6 +52,7 @@ from .settings import LoweringCacheSettings, resolve
 from .store import LoweringStore
 
 from .. import dispatch as patch  # the entry points; fastlower.patch names this package
+from ..stack_room import with_stack_room
 
 log = logging.getLogger("fastlower.cache")
 
@@ -252,7 +253,8 @@ def _lower(programs: Any, args: Dict[str, Any]) -> EdgeProgramManager:
     from ..api import to_backend as fastlower_to_backend
 
     with patch.routed({"to_backend": fastlower_to_backend}):
-        return reference()(programs, **args)  # type: ignore[no-any-return]
+        # ExecuTorch's edge stage, then fastlower's to_backend, with room on the stack
+        return with_stack_room(reference(), programs, **args)  # type: ignore[no-any-return]
 
 
 def _lower_recording(programs: Any, args: Dict[str, Any]):

@@ -10,6 +10,8 @@ from executorch.exir.backend.backend_details import BackendDetails, PreprocessRe
 from executorch.exir.backend.compile_spec_schema import CompileSpec
 from torch.export import ExportedProgram
 
+from ..stack_room import with_stack_room
+
 
 def overrides_preprocess_multimethod(cls: Type[BackendDetails]) -> bool:
     """Whether the backend replaces ``BackendDetails.preprocess_multimethod``.
@@ -97,5 +99,7 @@ def call_preprocess(job: PreprocessJob) -> Tuple[PreprocessResult, float]:
     tensor in place would change what the worker's next partition sees.
     """
     start = time.perf_counter()
-    result = job.backend.preprocess(private_copy(job, job.program), job.compile_specs)
+    # XNNPACK's passes loop deep in the stack: with room, no loop crosses a chunk
+    result = with_stack_room(job.backend.preprocess, private_copy(job, job.program),
+                             job.compile_specs)
     return result, time.perf_counter() - start
