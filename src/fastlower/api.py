@@ -23,9 +23,9 @@ from .stack_room import with_stack_room
 def to_backend(args):
     """Delegate parts of an Edge program to backends; dispatches on the first argument.
 
-    Each overload runs with room on the frame stack (:mod:`fastlower.stack_room`): the
-    partitioners' and backends' loops never cross a stack chunk, whatever the caller's
-    depth.
+    The partitioner overloads, and every backend ``preprocess`` of all three, run with
+    room on the frame stack (:mod:`fastlower.stack_room`): their loops never cross a
+    stack chunk, whatever the caller's depth.
 
     * ``to_backend(backend_id: str, program, compile_specs) -> LoweredBackendModule``
     * ``to_backend(program: ExportedProgram, partitioner) -> ExportedProgram``
