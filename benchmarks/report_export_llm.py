@@ -76,10 +76,28 @@ def _spans(run: dict) -> Optional[List[float]]:
             run["target_seconds"] - te_end]
 
 
+def _faults(run: dict) -> str:
+    """The parent process's minor page faults (thousands) in the edge stage and in
+    ``to_backend`` ("" for runs recorded before they were counted)."""
+    calls, faults = run.get("calls") or [], run.get("calls_minor_faults") or []
+    if len(calls) != len(faults):
+        return ""
+    names = [c[0] for c in calls]
+    backends = [i for i, n in enumerate(names) if n == "to_backend"]
+    etl = [i for i, n in enumerate(names) if n == "to_edge_transform_and_lower"]
+    if len(etl) != 1:
+        return ""
+    # calls are listed as they end: the edge stage ends where the first to_backend starts
+    edge_end = faults[backends[0]][0] if backends else faults[etl[0]][1]
+    edge = edge_end - faults[etl[0]][0]
+    in_backend = sum(faults[i][1] - faults[i][0] for i in backends)
+    return f"{edge / 1000:.0f}K / {in_backend / 1000:.0f}K"
+
+
 def _profile_row(config: str, kind: str, run: dict, spans: List[float]) -> list:
     phases = (run.get("lowering_cache_seconds") or [None])[0] or {}
     return [config, kind, *(f"{v:.1f}" for v in spans),
-            ", ".join(f"{k} {v:.1f}" for k, v in phases.items())]
+            ", ".join(f"{k} {v:.1f}" for k, v in phases.items()), _faults(run)]
 
 
 def profile(results: dict) -> str:
@@ -105,7 +123,8 @@ def profile(results: dict) -> str:
                     config = ""
     return tabulate(rows, headers=["config", "run", "start-up", "before", "edge stage",
                                    "to_backend", "rest of etl", "between", "to_executorch",
-                                   "after", "lowering cache (s)"], tablefmt="github")
+                                   "after", "lowering cache (s)",
+                                   "page faults: edge stage / to_backend"], tablefmt="github")
 
 
 def interleaved(results: dict) -> str:

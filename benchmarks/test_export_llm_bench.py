@@ -66,7 +66,8 @@ RUNS = tuple(os.environ.get("FASTLOWER_BENCH_LLM_RUNS", ",".join(ALL_RUNS)).spli
 NUDGED = "layers.0.attention_norm.weight"
 ROUNDS = int(os.environ.get("FASTLOWER_BENCH_LLM_ROUNDS", "0") or 0)
 # what the interleaved rounds keep of each run, beyond the ratios
-PROFILED = ("process_seconds", "target_seconds", "calls", "lowering_cache_seconds")
+PROFILED = ("process_seconds", "target_seconds", "calls", "lowering_cache_seconds",
+            "calls_minor_faults")
 JSON_OUT = Path(os.environ.get("FASTLOWER_BENCH_LLM_JSON", HERE / "export_llm_results.json"))
 _RESULTS: dict = {}
 

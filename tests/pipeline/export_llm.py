@@ -148,6 +148,8 @@ class ExportRun:
     lowering_cache_seconds: List[Optional[Dict[str, float]]] = dataclasses.field(
         default_factory=list)
     target_seconds: float = 0.0
+    # per entry of ``calls``: the process's minor page faults at its start and end
+    calls_minor_faults: List[List[int]] = dataclasses.field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -200,4 +202,5 @@ def run_export(impl: str, config: LlmConfig, work: Path, *, cache_dir: Optional[
         log=(proc.stdout[-4000:] + "\n" + proc.stderr[-8000:]),
         calls=times.get("calls", []),
         lowering_cache_seconds=times.get("lowering_cache_seconds", []),
-        target_seconds=times.get("target_seconds", 0.0))
+        target_seconds=times.get("target_seconds", 0.0),
+        calls_minor_faults=times.get("calls_minor_faults", []))

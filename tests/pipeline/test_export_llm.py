@@ -28,6 +28,9 @@ def _reference_then_cold_then_warm(config, tmp_path):
     assert warm.ok, warm.log
     assert cold.pte_sha256 == reference.pte_sha256, "fastlower's .pte differs from the reference's"
     assert warm.pte_sha256 == reference.pte_sha256, "the warm run's .pte differs"
+    for run in (reference, cold, warm):  # the harness's page-fault counts, one pair per call
+        assert len(run.calls_minor_faults) == len(run.calls) > 0, run
+        assert all(0 < start <= end for start, end in run.calls_minor_faults), run
     return reference, cold, warm
 
 

@@ -4,7 +4,10 @@
 wraps, before the target is imported, ExecuTorch's ``to_edge_transform_and_lower``,
 ``EdgeProgramManager.to_executorch`` and the ``to_backend`` that
 ``to_edge_transform_and_lower`` calls, with timers, runs the target, and writes
-the times (and, when fastlower did the lowering, its cache hits) to ``OUT.json``.
+the times (and, when fastlower did the lowering, its cache hits) to ``OUT.json``,
+with the process's minor page faults at each call's start and end (a phase that
+maps a CPython stack chunk per call shows as ~a million of them: see
+``fastlower.stack_room``).
 Whatever implementation is bound when the wrappers are made is the one timed, so
 the same runner times the reference (plain ``python``) and fastlower (``fastlower
 run -m tests.pipeline.timed ...``, which installs fastlower first).
@@ -14,6 +17,7 @@ from __future__ import annotations
 
 import functools
 import json
+import resource
 import runpy
 import sys
 import time
@@ -21,7 +25,10 @@ from typing import Any, Callable, Dict, List
 
 TIMES: Dict[str, Any] = {"to_edge_transform_and_lower": [], "to_executorch": [], "to_backend": [],
                          "cache_hits": 0, "cache_misses": 0, "lowering_cache": [],
-                         "calls": [], "lowering_cache_seconds": []}
+                         "calls": [], "lowering_cache_seconds": [],
+                         # per entry of "calls": the process's minor page faults at its
+                         # start and end (this process only: not the preprocess workers)
+                         "calls_minor_faults": []}
 # when each timed call started and ended, seconds since the target started: what the
 # process does before, between and after the lowering window
 _STARTED = [time.perf_counter()]
@@ -30,6 +37,7 @@ _STARTED = [time.perf_counter()]
 def _timed(name: str, fn: Callable) -> Callable:
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
+        faults = _minor_faults()
         start = time.perf_counter()
         try:
             return fn(*args, **kwargs)
@@ -37,11 +45,16 @@ def _timed(name: str, fn: Callable) -> Callable:
             end = time.perf_counter()
             TIMES[name].append(end - start)
             TIMES["calls"].append([name, start - _STARTED[0], end - _STARTED[0]])
+            TIMES["calls_minor_faults"].append([faults, _minor_faults()])
             if name == "to_backend":
                 _record_fastlower_report()
             elif name == "to_edge_transform_and_lower":
                 _record_lowering_cache()
     return wrapper
+
+
+def _minor_faults() -> int:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_minflt
 
 
 def _record_fastlower_report() -> None:
