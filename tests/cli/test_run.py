@@ -112,6 +112,21 @@ def test_run_exit_codes_and_bad_input(tmp_path):
     assert empty.returncode == 2 and "give a script" in empty.stderr
 
 
+def test_run_gives_the_script_room_on_the_frame_stack(tmp_path):
+    """Under ``fastlower run`` no loop of the script maps a CPython stack chunk per call,
+    at any depth (python/cpython#142183; ``fastlower.stack_room``), where under plain
+    ``python`` one does on this interpreter (else skip: nothing to compare)."""
+    script = Path(__file__).with_name("faults_script.py")
+    direct = _python(tmp_path / "direct", script, "worst.txt")
+    ours = _python(tmp_path / "ours", "-m", "fastlower", "run", "--no-cache", script,
+                   "worst.txt")
+    assert direct.returncode == ours.returncode == 0, direct.stderr[-3000:] + ours.stderr[-3000:]
+    plain, roomy = (int((tmp_path / d / "worst.txt").read_text()) for d in ("direct", "ours"))
+    if plain < 1000:  # faults_script.CALLS // 2
+        pytest.skip(f"plain python maps no stack chunk per call at any depth here ({plain})")
+    assert roomy < 100, (plain, roomy)  # faults_script.CALLS // 20
+
+
 @pytest.mark.parametrize("pattern, index, expected", [
     ("r.json", 1, "r.1.json"), ("out/r.html", 12, "out/r.12.html"),
     ("report.v2.json", 2, "report.v2.2.json"), ("r", 3, "r.3")])

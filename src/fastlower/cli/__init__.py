@@ -35,6 +35,7 @@ import traceback
 from typing import Any, Callable, List, Optional
 
 from ..console import command_logging, script_logging
+from ..stack_room import with_stack_room
 from .common import (
     ENV_CACHE_DIR, EXIT_FAILED, EXIT_OK, EXIT_USAGE, UsageError, cache_dir_for, default_cache_dir,
     preprocess_settings,
@@ -55,7 +56,10 @@ def main(argv: Optional[List[str]] = None) -> int:
     logging_for = script_logging if args.command == "run" else command_logging
     with logging_for(args.debug):
         try:
-            return run(args)
+            # the command, its imports and the script `fastlower run` runs, with room on
+            # CPython's frame stack: from fastlower's frames, importing ExecuTorch alone
+            # mapped a stack chunk per call 0.5M times (fastlower.stack_room)
+            return with_stack_room(run, args)
         except UsageError as exc:
             if args.debug:
                 traceback.print_exc()
