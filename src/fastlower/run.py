@@ -23,6 +23,10 @@ under the profiler:
   number goes before the last suffix: ``out/r`` -> ``out/r.1``), relative
   paths in the folder the run started in (whatever folder the script moves to).
 
+The ``fastlower`` command calls this with room on CPython's frame stack
+(``fastlower.stack_room``), so the script's loops do not land on a stack chunk's end
+because fastlower's frames sit under them.
+
 This runs in the caller's process and changes it for good (fastlower stays
 installed, as the command needs); it is what ``fastlower run`` calls.
 """
