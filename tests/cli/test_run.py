@@ -19,6 +19,7 @@ import pytest
 
 from fastlower.report import json as report_json
 from fastlower.run import numbered
+from tests.stack_probe import CALLS
 
 REPO = Path(__file__).resolve().parents[2]
 SCRIPT = Path(__file__).with_name("run_script.py")
@@ -116,15 +117,15 @@ def test_run_gives_the_script_room_on_the_frame_stack(tmp_path):
     """Under ``fastlower run`` no loop of the script maps a CPython stack chunk per call,
     at any depth (python/cpython#142183; ``fastlower.stack_room``), where under plain
     ``python`` one does on this interpreter (else skip: nothing to compare)."""
-    script = Path(__file__).with_name("faults_script.py")
+    script = REPO / "tests" / "stack_probe.py"
     direct = _python(tmp_path / "direct", script, "worst.txt")
     ours = _python(tmp_path / "ours", "-m", "fastlower", "run", "--no-cache", script,
                    "worst.txt")
     assert direct.returncode == ours.returncode == 0, direct.stderr[-3000:] + ours.stderr[-3000:]
     plain, roomy = (int((tmp_path / d / "worst.txt").read_text()) for d in ("direct", "ours"))
-    if plain < 1000:  # faults_script.CALLS // 2
+    if plain < CALLS // 2:
         pytest.skip(f"plain python maps no stack chunk per call at any depth here ({plain})")
-    assert roomy < 100, (plain, roomy)  # faults_script.CALLS // 20
+    assert roomy < CALLS // 20, (plain, roomy)
 
 
 @pytest.mark.parametrize("pattern, index, expected", [
