@@ -30,6 +30,7 @@ variable                        type    default meaning
 ``FASTLOWER_CACHE_DIR``         path    (none)  the cache folder (preprocess + lowering cache)
 ``FASTLOWER_CACHE_SIZE``        int>=0  2 GB    the cache folder's size limit in bytes
 ``FASTLOWER_CACHE_VERIFY``      bool    false   re-run on every cache hit and compare
+``FASTLOWER_CACHE_KEY_FILE``    path    (user's) the key that signs cache entries
 ``FASTLOWER_PROGRESS``          bool    (tty)   progress bar over partitions
 ``FASTLOWER_START_METHOD``      choice  auto    how the worker pool starts: auto/fork/spawn
 ``FASTLOWER_LOWERING_CACHE``    bool    true    false: the lowering cache is off
@@ -55,10 +56,11 @@ from typing import Dict, Optional, Tuple, Union, cast
 
 __all__ = [
     "SettingsError", "Variable", "VARIABLES", "raw", "get",
-    "workers", "cache_dir", "cache_size", "cache_verify", "progress", "start_method",
+    "workers", "cache_dir", "cache_size", "cache_verify", "cache_key_file", "progress",
+    "start_method",
     "lowering_cache", "native_partitioners", "validate_all", "force_python",
-    "WORKERS", "CACHE_DIR", "CACHE_SIZE", "CACHE_VERIFY", "PROGRESS", "START_METHOD",
-    "LOWERING_CACHE", "NATIVE_PARTITIONERS", "VALIDATE_ALL", "FORCE_PYTHON",
+    "WORKERS", "CACHE_DIR", "CACHE_SIZE", "CACHE_VERIFY", "CACHE_KEY_FILE", "PROGRESS",
+    "START_METHOD", "LOWERING_CACHE", "NATIVE_PARTITIONERS", "VALIDATE_ALL", "FORCE_PYTHON",
 ]
 
 TRUE_WORDS = ("1", "true", "yes", "on")
@@ -68,6 +70,7 @@ WORKERS = "FASTLOWER_WORKERS"
 CACHE_DIR = "FASTLOWER_CACHE_DIR"
 CACHE_SIZE = "FASTLOWER_CACHE_SIZE"
 CACHE_VERIFY = "FASTLOWER_CACHE_VERIFY"
+CACHE_KEY_FILE = "FASTLOWER_CACHE_KEY_FILE"
 PROGRESS = "FASTLOWER_PROGRESS"
 START_METHOD = "FASTLOWER_START_METHOD"
 LOWERING_CACHE = "FASTLOWER_LOWERING_CACHE"
@@ -117,6 +120,9 @@ VARIABLES: Dict[str, Variable] = {v.name: v for v in (
              minimum=0, option="preprocess cache_size"),
     Variable(CACHE_VERIFY, "bool", False, "re-run preprocess / lowering on every cache hit",
              option="preprocess verify"),
+    Variable(CACHE_KEY_FILE, "path", None, "the file holding the key that signs cache entries "
+             "(default: the user's own, generated on first use); a team sharing a cache "
+             "folder shares this file", option="preprocess cache_key_file"),
     Variable(PROGRESS, "bool", None, "progress bar (default: when stderr is a terminal)",
              option="preprocess progress"),
     Variable(START_METHOD, "choice", None, "how fastlower's pool starts workers (default auto)",
@@ -194,6 +200,11 @@ def cache_size() -> Optional[int]:
 def cache_verify() -> bool:
     """``FASTLOWER_CACHE_VERIFY``: re-run on every cache hit and compare (default false)."""
     return bool(get(CACHE_VERIFY))
+
+
+def cache_key_file() -> Optional[Path]:
+    """``FASTLOWER_CACHE_KEY_FILE``, or ``None``: the user's own key."""
+    return cast(Optional[Path], get(CACHE_KEY_FILE))
 
 
 def progress() -> Optional[bool]:

@@ -116,13 +116,13 @@ def test_verify_mode_catches_a_planted_difference(tmp_path):
         manager, _ = lower(small_aten(), **base_args())
     key = lowering_key(small_aten(), generate_etrecord=False, **base_args()).key
     cache = store.LoweringStore(tmp_path, 2 ** 30)
-    steps = entry.read(cache.open(key))
+    steps = entry.read(cache.open(key), cache.seal(key))
     info, payload = next(steps), next(steps)
     program = payload["programs"]["forward"]
     lowered = next(m for m in program.graph_module.modules()
                    if type(m).__name__ == "LoweredBackendModule")
     lowered._processed_bytes = bytes(lowered.processed_bytes) + b"planted"
-    cache.put(key, entry.ChunkReader(entry.encode(info, payload)))
+    cache.put(key, entry.ChunkReader(entry.encode(info, payload, cache.seal(key))))
     cache.close()
     with cache_at(tmp_path):
         served, report = lower(small_aten(), **base_args())

@@ -9,11 +9,13 @@ delegate and its program), and give the same ``.pte``.
 
 from __future__ import annotations
 
+import functools
 import warnings
 
 import pytest
 
 from fastlower.cache import entry
+from fastlower.trust.seal import Seal
 from tests.differential import harness as H
 from tests.models.registry import MODEL_CASES
 
@@ -31,8 +33,9 @@ def _copy(manager):
     from executorch.exir import EdgeCompileConfig
     from executorch.exir.program._program import EdgeProgramManager
 
-    chunks = entry.encode({}, {"programs": dict(manager._edge_programs)})
-    steps = entry.read(entry.ChunkReader(chunks))
+    seal = functools.partial(Seal, b"k" * 32, "lowering", "roundtrip")
+    chunks = entry.encode({}, {"programs": dict(manager._edge_programs)}, seal())
+    steps = entry.read(entry.ChunkReader(chunks), seal())
     next(steps)
     programs = next(steps)["programs"]
     return EdgeProgramManager(programs, manager._config_methods,

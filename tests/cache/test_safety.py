@@ -33,7 +33,7 @@ import diskcache
 import pytest
 
 import fastlower.preprocess
-from fastlower.cache import entry
+from fastlower.cache import entry, store
 
 from . import lower_once
 from .helpers import base_args, cache_at, lower, small_aten
@@ -180,7 +180,7 @@ def test_two_processes_storing_the_same_entry_at_once(tmp_path):
     assert len({r["steps"][0]["key"] for r in results}) == 1
     key, path = _the_entry(folder)
     with path.open("rb") as stream:  # one whole entry
-        steps = entry.read(stream)
+        steps = entry.read(stream, store.LoweringStore(folder, 2 ** 30).seal(key))
         next(steps)
         assert "forward" in next(steps)["programs"]
     third = lower_once.run(tmp_path / "third.json", ["base"], folder)

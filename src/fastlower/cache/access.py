@@ -1,8 +1,12 @@
 """Looking an entry up and storing one, with the cache's safety rules in one place.
 
 * A folder that cannot be opened: no cache for the call, one warning.
+* A folder that cannot be trusted (others can write it and no key was given, or the
+  key file is not in order; :mod:`fastlower.trust`): no cache, one warning per
+  process and folder.
 * A folder that cannot be written: lookups only, one warning per process and folder.
-* A damaged, truncated or foreign entry: a miss, one warning, the entry dropped.
+* A damaged, truncated, forged (its MAC does not verify) or foreign entry: a miss,
+  never decoded, the entry dropped; one warning per process and folder.
 * An entry whose backends' sources changed (:mod:`.manifest`): a miss, a debug line.
 * Before a store, the entry is read back and compared with what it was made from
   (``same``): an entry whose copy would differ is not stored (a debug line).
@@ -15,7 +19,7 @@ import warnings
 from typing import Any, Callable, Dict, Optional, Tuple
 
 from ..preprocess.cache import CacheWarning
-from ..preprocess.folder import warn_read_only
+from ..preprocess.folder import UntrustedFolder, tell_once, warn_read_only, warn_untrusted
 from . import detached, entry, manifest
 from .errors import DamagedEntry, Uncacheable
 from .settings import LoweringCacheSettings
@@ -27,7 +31,10 @@ log = logging.getLogger("fastlower.cache")
 def open_store(settings: LoweringCacheSettings) -> Optional[LoweringStore]:
     """The folder's store, or None (with one warning) when it cannot be used at all."""
     try:
-        store = LoweringStore(settings.directory, settings.size_limit)
+        store = LoweringStore(settings.directory, settings.size_limit, settings.key_file)
+    except UntrustedFolder as exc:
+        warn_untrusted(settings.directory, exc, stacklevel=3)
+        return None
     except Exception as exc:
         warnings.warn(f"fastlower: lowering cache {settings.directory} cannot be opened "
                       f"({exc!r}); lowering without it", CacheWarning, stacklevel=3)
@@ -50,7 +57,7 @@ def lookup(store: LoweringStore, key: str) -> Optional[Tuple[Dict[str, Any], Any
         return None
     try:
         with stream:
-            steps = entry.read(stream)
+            steps = entry.read(stream, store.seal(key))
             info = next(steps)
             stale = manifest.stale_backend(info.get("backends", []))
             if stale is not None:
@@ -64,8 +71,9 @@ def lookup(store: LoweringStore, key: str) -> Optional[Tuple[Dict[str, Any], Any
 
 def _damaged(store: LoweringStore, key: str, why: str) -> None:
     log.debug("damaged cache entry %s: %s", key, why)
-    warnings.warn(f"fastlower: a damaged lowering cache entry in {store.directory} was "
-                  f"treated as a miss and dropped ({key}: {why})", CacheWarning, stacklevel=4)
+    tell_once(store.directory, "damaged",
+              f"fastlower: a damaged lowering cache entry in {store.directory} was treated as "
+              f"a miss and dropped ({key}: {why})", stacklevel=4)
     store.drop(key)
 
 
@@ -73,8 +81,8 @@ def store_checked(store: LoweringStore, key: str, info: Dict[str, Any], payload:
                   same: Callable[[Any], Optional[str]]) -> bool:
     """Stores ``payload`` unless its copy read back differs (``same(copy)`` names how)."""
     try:
-        chunks = entry.encode(info, payload)
-        steps = entry.read(entry.ChunkReader(chunks))
+        chunks = entry.encode(info, payload, store.seal(key))
+        steps = entry.read(entry.ChunkReader(chunks), store.seal(key))
         next(steps)
         difference = same(next(steps))
         if difference is not None:
@@ -97,7 +105,7 @@ def store_soon(store: LoweringStore, settings: LoweringCacheSettings, key: str, 
     ``write`` on the child's own connection to the same folder (``store`` is closed first)."""
 
     def in_child() -> None:
-        own = LoweringStore(settings.directory, settings.size_limit)
+        own = LoweringStore(settings.directory, settings.size_limit, settings.key_file)
         try:
             write(own)
         finally:

@@ -17,6 +17,7 @@ from typing import Dict, Iterable, List, Optional, Union
 
 import diskcache
 
+from ..trust.disk import BytesOnlyDisk
 from .store import TAG
 
 CACHES = ("preprocess", "lowering")
@@ -113,7 +114,7 @@ def clear(directory: Optional[Union[str, os.PathLike]] = None,
     removed = {name: 0 for name in CACHES if name in wanted}
     if not (folder / "cache.db").exists():
         return removed
-    with diskcache.Cache(str(folder)) as cache:
+    with diskcache.Cache(str(folder), disk=BytesOnlyDisk) as cache:
         if wanted == set(CACHES):
             before = info(folder)
             cache.clear(retry=True)
@@ -127,12 +128,12 @@ def clear(directory: Optional[Union[str, os.PathLike]] = None,
 
 
 def _untagged_keys(folder: Path) -> List[object]:
-    """The preprocess cache's keys (entries without the lowering cache's tag)."""
+    """The preprocess cache's keys (entries without the lowering cache's tag; a key that
+    is not a string or bytes, pickled by another tool, is never unpickled: left alone)."""
     connection = sqlite3.connect(f"file:{folder / 'cache.db'}?mode=ro", uri=True)
     try:
-        rows = connection.execute("SELECT key, raw FROM Cache WHERE tag IS NOT ?",
+        rows = connection.execute("SELECT key FROM Cache WHERE tag IS NOT ? AND raw = 1",
                                   (TAG,)).fetchall()
     finally:
         connection.close()
-    disk = diskcache.Disk(str(folder))
-    return [disk.get(key, raw) for key, raw in rows]
+    return [bytes(key) if isinstance(key, memoryview) else key for (key,) in rows]

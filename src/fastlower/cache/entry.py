@@ -5,27 +5,30 @@ Layout (integers big-endian)::
     MAGIC | u32 len | versions stamp | u64 len | info (pickle of plain data)
           | u64 len | pickled programs (see ``serialize``)
           | u32 count | (u64 len | storage bytes) * count
-          | xxh3-128 of everything after the stamp
+          | MAC
 
-``info`` holds what the entry point needs beside the programs (the backends and
-their source digests, the reader state of the symbolic sizes, ...). A reader
-checks the magic and the stamp first (another fastlower, torch or executorch
-version: a foreign entry), then the lengths, then the digest over everything it
-read, and only then unpickles: a truncated, garbled or foreign entry is a
-:class:`~.errors.DamagedEntry`, never a wrong program.
+The MAC is HMAC-SHA256 under the cache folder's key over everything before it and
+the key the entry is stored under (:mod:`fastlower.trust.seal`). ``info`` holds
+what the entry point needs beside the programs (the backends and their source
+digests, the reader state of the symbolic sizes, ...), as plain data
+(:mod:`fastlower.trust.plain`). A reader checks the magic and the stamp first
+(another fastlower, torch or executorch version: a foreign entry), then the
+lengths, then the MAC over everything it read, and only then decodes: a truncated,
+garbled, forged or foreign entry is a :class:`~.errors.DamagedEntry`, never a
+wrong program and never code run.
 """
 
 from __future__ import annotations
 
 import io
-import pickle
 import struct
 from typing import Any, BinaryIO, Dict, Iterator, List, Sequence, Union
 
-import xxhash
-
 from ..preprocess.keys import versions
-from .errors import DamagedEntry
+from ..trust import plain
+from ..trust.seal import SIZE as MAC_SIZE
+from ..trust.seal import Seal
+from .errors import DamagedEntry, Uncacheable
 from .key import ENTRY_FORMAT
 from .serialize import Serialized, dumps, loads
 
@@ -64,32 +67,35 @@ class ChunkReader(io.RawIOBase):
         return written
 
 
-def encode(info: Dict[str, Any], payload: Any) -> List[Union[bytes, memoryview]]:
-    """The entry's bytes, as chunks (read them with :class:`ChunkReader`);
-    :class:`~.errors.Uncacheable` if ``payload`` has no faithful serialized form."""
+def encode(info: Dict[str, Any], payload: Any, seal: Seal) -> List[Union[bytes, memoryview]]:
+    """The entry's bytes, as chunks (read them with :class:`ChunkReader`), signed with
+    ``seal``; :class:`~.errors.Uncacheable` if ``payload`` has no faithful serialized
+    form or ``info`` is not plain data."""
     serialized: Serialized = dumps(payload)
     info = dict(info, symbolic=serialized.header)
-    info_bytes = pickle.dumps(info, protocol=pickle.HIGHEST_PROTOCOL)
+    try:
+        info_bytes = plain.dumps(info)
+    except Exception as exc:
+        raise Uncacheable(f"the entry's info is not plain data: {exc!r}") from exc
     stamped = stamp()
-    body: List[Union[bytes, memoryview]] = [
+    chunks: List[Union[bytes, memoryview]] = [
+        MAGIC, struct.pack(">I", len(stamped)), stamped,
         struct.pack(">Q", len(info_bytes)), info_bytes,
         struct.pack(">Q", len(serialized.pickled)), serialized.pickled,
         struct.pack(">I", len(serialized.storages))]
     for storage in serialized.storages:
-        body += [struct.pack(">Q", len(storage)), storage]
-    hasher = xxhash.xxh3_128()
-    for chunk in body:
-        hasher.update(chunk)
-    head = [MAGIC, struct.pack(">I", len(stamped)), stamped]
-    return head + body + [hasher.digest()]
+        chunks += [struct.pack(">Q", len(storage)), storage]
+    for chunk in chunks:
+        seal.update(chunk)
+    return chunks + [seal.digest()]
 
 
-class _Digesting:
-    """Reads exactly, hashing what it reads."""
+class _Sealed:
+    """Reads exactly, adding what it reads to the entry's MAC."""
 
-    def __init__(self, stream: BinaryIO) -> None:
+    def __init__(self, stream: BinaryIO, seal: Seal) -> None:
         self.stream = stream
-        self.hasher = xxhash.xxh3_128()
+        self.seal = seal
 
     def exact(self, size: int, what: str) -> bytearray:
         data = bytearray(size)
@@ -100,28 +106,32 @@ class _Digesting:
             if not n:
                 raise DamagedEntry(f"truncated in the {what} ({got} of {size} bytes)")
             got += n
-        self.hasher.update(data)
+        self.seal.update(data)
         return data
 
     def number(self, fmt: str, what: str) -> int:
         return struct.unpack(fmt, self.exact(struct.calcsize(fmt), what))[0]
 
 
-def read(stream: BinaryIO) -> Iterator[Any]:
-    """Checks and reads an entry: yields its ``info``, then the rebuilt payload.
+def read(stream: BinaryIO, seal: Seal) -> Iterator[Any]:
+    """Checks and reads an entry signed for ``seal``: yields its ``info``, then the
+    rebuilt payload.
 
     Two steps, so a caller can check ``info`` (the backends' sources) before paying
-    for the programs. Raises :class:`~.errors.DamagedEntry`.
+    for the programs. Nothing is decoded before the MAC verifies. Raises
+    :class:`~.errors.DamagedEntry`.
     """
     head = stream.read(len(MAGIC))
     if head != MAGIC:
         raise DamagedEntry("not a fastlower lowering-cache entry")
-    length = struct.unpack(">I", _read(stream, 4))[0]
-    stamped = _read(stream, length)
+    length_bytes = _read(stream, 4)
+    stamped = _read(stream, struct.unpack(">I", length_bytes)[0])
     if stamped != stamp():
         raise DamagedEntry(f"written by another version ({stamped[:200].decode(errors='replace')!r}"
                            f", this is {stamp().decode()!r})")
-    body = _Digesting(stream)
+    for chunk in (head, length_bytes, stamped):
+        seal.update(chunk)
+    body = _Sealed(stream, seal)
     size = body.number(">Q", "info length")
     if size > _MAX_INFO:
         raise DamagedEntry("garbled info length")
@@ -129,15 +139,16 @@ def read(stream: BinaryIO) -> Iterator[Any]:
     pickled = body.exact(body.number(">Q", "program length"), "programs")
     storages = [body.exact(body.number(">Q", "storage length"), "tensor data")
                 for _ in range(body.number(">I", "storage count"))]
-    digest = stream.read(16)
-    if len(digest) != 16:
-        raise DamagedEntry("truncated before the checksum")
-    if body.hasher.digest() != digest:
-        raise DamagedEntry("garbled (checksum mismatch)")
+    tag = stream.read(MAC_SIZE)
+    if len(tag) != MAC_SIZE:
+        raise DamagedEntry("truncated before the MAC")
     if stream.read(1):
-        raise DamagedEntry("trailing bytes after the checksum")
+        raise DamagedEntry("trailing bytes after the MAC")
+    if not seal.matches(tag):
+        raise DamagedEntry("its MAC does not verify (damaged, or written without this cache's "
+                           "key)")
     try:
-        info = pickle.loads(bytes(info_bytes))
+        info = plain.loads(bytes(info_bytes))
     except Exception as exc:
         raise DamagedEntry(f"cannot read the info: {exc!r}") from exc
     yield info

@@ -1,8 +1,9 @@
 """The lowering cache's settings: the preprocess cache's, plus one switch.
 
 The lowering cache lives in the preprocess cache's folder and obeys its options
-(``fastlower.preprocess.options(cache_dir=..., cache_size=..., verify=...)`` or
-``FASTLOWER_CACHE_DIR`` / ``FASTLOWER_CACHE_SIZE`` / ``FASTLOWER_CACHE_VERIFY``):
+(``fastlower.preprocess.options(cache_dir=..., cache_size=..., verify=...,
+cache_key_file=...)`` or ``FASTLOWER_CACHE_DIR`` / ``FASTLOWER_CACHE_SIZE`` /
+``FASTLOWER_CACHE_VERIFY`` / ``FASTLOWER_CACHE_KEY_FILE``):
 no folder, no cache. ``FASTLOWER_LOWERING_CACHE=0`` (or ``with
 fastlower.cache.disabled():``) keeps the preprocess cache and turns this one off.
 """
@@ -29,6 +30,7 @@ class LoweringCacheSettings:
     directory: Optional[Path]  # None: the cache is off
     size_limit: int
     verify: bool
+    key_file: Optional[Path] = None  # None: the user's own key (fastlower.trust.secret)
 
 
 def switched_off() -> bool:
@@ -40,7 +42,7 @@ def resolve() -> LoweringCacheSettings:
     """The folder (None when off), size limit and verify flag for the call about to run."""
     opts = resolve_preprocess()
     directory = None if switched_off() else opts.cache_dir
-    return LoweringCacheSettings(directory, opts.cache_size, opts.verify)
+    return LoweringCacheSettings(directory, opts.cache_size, opts.verify, opts.cache_key_file)
 
 
 @contextmanager

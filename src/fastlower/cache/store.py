@@ -7,10 +7,11 @@ so each cache can be counted and cleared on its own. ``diskcache`` makes each
 write atomic (the value file is complete before its row is committed): two
 processes storing the same key at once leave one whole entry.
 
-A folder that cannot be written (read-only mount, another user's cache) is read
-through SQLite in read-only mode and diskcache's own ``Disk`` (lookups only; see
-``fastlower.preprocess.folder``, shared with the preprocess cache). Values are
-streamed: an entry is never held twice in memory.
+The folder is opened by ``fastlower.preprocess.folder``, shared with the preprocess
+cache, under :mod:`fastlower.trust`'s rules: values are bytes (never pickles), the
+folder's key signs every entry (:meth:`LoweringStore.seal`), and a folder that
+cannot be written is read through SQLite in read-only mode (lookups only). Values
+are streamed: an entry is never held twice in memory.
 """
 
 from __future__ import annotations
@@ -21,20 +22,31 @@ from pathlib import Path
 from typing import BinaryIO, Optional, cast
 
 from ..preprocess.folder import open_folder
+from ..trust.seal import Seal
 from .errors import DamagedEntry
 
 log = logging.getLogger("fastlower.cache")
 
 TAG = "lowering"
 PREFIX = "lowering:"
+PURPOSE = "lowering"
 
 
 class LoweringStore:
-    """A cache folder opened for lowering entries; ``read_only`` when it cannot be written."""
+    """A cache folder opened for lowering entries; ``read_only`` when it cannot be written.
 
-    def __init__(self, directory: Path, size_limit: int) -> None:
-        self.directory = Path(directory)
-        self.store, self.read_only = open_folder(self.directory, size_limit)
+    Raises ``fastlower.preprocess.folder.UntrustedFolder`` when the folder cannot be
+    trusted."""
+
+    def __init__(self, directory: Path, size_limit: int,
+                 key_file: Optional[Path] = None) -> None:
+        folder = open_folder(Path(directory), size_limit, key_file)
+        self.directory = folder.directory
+        self.store, self.read_only, self.secret = folder.store, folder.read_only, folder.secret
+
+    def seal(self, key: str) -> Seal:
+        """A fresh MAC of the entry under ``key`` with this folder's key."""
+        return Seal(self.secret.key, PURPOSE, key)
 
     def open(self, key: str) -> Optional[BinaryIO]:
         """The entry under ``key`` as a stream, or None; an unreadable entry raises."""

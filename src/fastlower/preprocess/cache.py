@@ -1,16 +1,20 @@
 """The on-disk store of preprocess results, keyed by ``keys.cache_key``.
 
-Storage is ``diskcache.Cache`` (SQLite index plus files): writes are atomic,
-several processes may read and write one directory at once, and the size is
-capped (default 2 GB) with least-recently-used eviction.
+Storage is ``diskcache.Cache`` (SQLite index plus files, opened by :mod:`.folder`
+under :mod:`fastlower.trust`'s rules): writes are atomic, several processes may
+read and write one directory at once, and the size is capped (default 2 GiB) with
+least-recently-used eviction.
 
-Each entry is ``MAGIC | versions | xxh3-128 of payload | payload`` where the
-payload is the pickled ``PreprocessResult`` fields (processed bytes,
-debug-handle map, named data, ``_delegate_info_meta``). An entry that cannot
-be read, is truncated or garbled (digest mismatch, unpickling fails) or was
-written by another torch/executorch/fastlower version or entry format is a
-miss: it is dropped, and the lowering warns once (:class:`CacheWarning`).
-A folder that cannot be written is used for lookups only (:mod:`.folder`).
+Each entry is ``MAGIC | u32 len | versions | payload | MAC`` where the payload is
+the ``PreprocessResult`` fields (processed bytes, debug-handle map, named data,
+``_delegate_info_meta``) pickled as plain data (:mod:`fastlower.trust.plain`) and
+the MAC is HMAC-SHA256 under the folder's key over everything before it and the
+entry's key (:mod:`fastlower.trust.seal`). A result holding anything but plain
+data is not stored. An entry written by another torch/executorch/fastlower version
+or entry format, one whose MAC does not verify (damaged, or written by someone
+without the key) and one that cannot be read are misses: never decoded, dropped,
+and the folder's owner is told once per process (:class:`CacheWarning`). A folder
+that cannot be written is used for lookups only.
 """
 
 from __future__ import annotations
@@ -21,15 +25,18 @@ import struct
 from pathlib import Path
 from typing import List, Optional
 
-import xxhash
 from executorch.exir.backend.backend_details import PreprocessResult
 
+from ..trust import plain
+from ..trust.seal import SIZE as MAC_SIZE
+from ..trust.seal import Seal
 from .folder import CacheWarning, open_folder  # noqa: F401 (CacheWarning: defined there)
 from .keys import versions
 
 log = logging.getLogger(__name__)
 
 MAGIC = b"FLPPCACHE"
+PURPOSE = "preprocess"
 
 
 class DamagedEntry(Exception):
@@ -41,16 +48,20 @@ def result_fields(result: PreprocessResult) -> tuple:
             result._delegate_info_meta)
 
 
-def encode(result: PreprocessResult) -> bytes:
-    """An entry's bytes for ``result``."""
-    payload = pickle.dumps(result_fields(result), protocol=pickle.HIGHEST_PROTOCOL)
+def encode(result: PreprocessResult, seal: Seal) -> bytes:
+    """An entry's bytes for ``result``; ``plain.UnsafePickle`` if it is not plain data."""
+    payload = plain.dumps(result_fields(result))
     stamp = versions().encode()
-    return (MAGIC + struct.pack(">I", len(stamp)) + stamp + xxhash.xxh3_128_digest(payload)
-            + payload)
+    body = MAGIC + struct.pack(">I", len(stamp)) + stamp + payload
+    seal.update(body)
+    return body + seal.digest()
 
 
-def decode(raw: bytes) -> PreprocessResult:
-    """The result an entry holds; :class:`DamagedEntry` if it cannot be trusted."""
+def decode(raw: bytes, seal: Seal) -> PreprocessResult:
+    """The result an entry holds; :class:`DamagedEntry` if it cannot be trusted.
+
+    Only the magic and the versions are compared before the MAC is checked; nothing
+    is decoded before it is."""
     if not isinstance(raw, (bytes, bytearray)) or not raw.startswith(MAGIC):
         raise DamagedEntry("not a fastlower preprocess entry")
     at = len(MAGIC)
@@ -59,17 +70,21 @@ def decode(raw: bytes) -> PreprocessResult:
     (stamp_len,) = struct.unpack_from(">I", raw, at)
     at += 4
     stamp = bytes(raw[at:at + stamp_len])
-    at += stamp_len
     if stamp != versions().encode():
         raise DamagedEntry(f"written by another version ({stamp.decode(errors='replace')!r}, "
                            f"this is {versions()!r})")
-    digest, payload = bytes(raw[at:at + 16]), bytes(raw[at + 16:])
-    if len(digest) < 16 or xxhash.xxh3_128_digest(payload) != digest:
-        raise DamagedEntry("truncated or garbled (checksum mismatch)")
+    at += stamp_len
+    if len(raw) < at + MAC_SIZE:
+        raise DamagedEntry("truncated before the MAC")
+    body = memoryview(raw)[:len(raw) - MAC_SIZE]
+    seal.update(body)
+    if not seal.matches(bytes(raw[len(raw) - MAC_SIZE:])):
+        raise DamagedEntry("its MAC does not verify (damaged, or written without this "
+                           "cache's key)")
     try:
-        processed, handles, data, info = pickle.loads(payload)
+        processed, handles, data, info = plain.loads(bytes(body[at:]))
     except Exception as exc:
-        raise DamagedEntry(f"cannot unpickle: {exc!r}") from exc
+        raise DamagedEntry(f"cannot read its plain data: {exc!r}") from exc
     return PreprocessResult(processed_bytes=processed, debug_handle_map=handles,
                             data_store_output=data, _delegate_info_meta=info)
 
@@ -86,24 +101,30 @@ def same_result(a: PreprocessResult, b: PreprocessResult) -> bool:
 
 
 class PreprocessCache:
-    """A directory of preprocess results; ``get`` never raises for a bad entry."""
+    """A directory of preprocess results; ``get`` never raises for a bad entry.
 
-    def __init__(self, directory: Path, size_limit: int):
-        self.directory = Path(directory)
-        self.store, self.read_only = open_folder(self.directory, size_limit)
+    Raises :class:`~.folder.UntrustedFolder` when the folder cannot be trusted."""
+
+    def __init__(self, directory: Path, size_limit: int, key_file: Optional[Path] = None):
+        folder = open_folder(Path(directory), size_limit, key_file)
+        self.directory = folder.directory
+        self.store, self.read_only, self.secret = folder.store, folder.read_only, folder.secret
         self.damaged: List[str] = []
         self.write_errors: List[str] = []
+
+    def _seal(self, key: str) -> Seal:
+        return Seal(self.secret.key, PURPOSE, key)
 
     def get(self, key: str) -> Optional[PreprocessResult]:
         try:
             raw = self.store.get(key, default=None, retry=True)
-        except Exception as exc:  # unreadable value file, corrupt row
+        except Exception as exc:  # unreadable value file, corrupt or refused row
             self._drop(key, f"cannot be read: {exc!r}")
             return None
         if raw is None:
             return None
         try:
-            return decode(raw)
+            return decode(raw, self._seal(key))
         except DamagedEntry as exc:
             self._drop(key, str(exc))
             return None
@@ -113,7 +134,12 @@ class PreprocessCache:
         if self.read_only:  # said once, when the folder was opened
             return
         try:
-            self.store.set(key, encode(result), retry=True)
+            raw = encode(result, self._seal(key))
+        except Exception as exc:  # not plain data (plain.UnsafePickle), or no pickle at all
+            log.debug("preprocess result %s not stored: %r", key[:12], exc)
+            return
+        try:
+            self.store.set(key, raw, retry=True)
         except Exception as exc:
             self.write_errors.append(f"{key[:12]}: {exc!r}")
 

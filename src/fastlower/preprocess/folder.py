@@ -1,9 +1,15 @@
 """Opening the cache folder the preprocess and lowering caches share.
 
+A folder is opened only when it can be trusted (:mod:`fastlower.trust`): one that
+other users can write needs an explicitly given key, and the key itself must be
+in order; otherwise :class:`UntrustedFolder`, and the caller lowers without the
+cache. A new folder is created with mode 0700.
+
 A folder that can be written is a ``diskcache.Cache``. One that cannot (a
-read-only mount, another user's cache) is read through SQLite in read-only mode
-and diskcache's own ``Disk``: lookups only, and one :class:`CacheWarning` per
-process and folder, whichever cache meets it first.
+read-only mount, another user's cache) is read through SQLite in read-only mode:
+lookups only. Either way values go through :class:`~fastlower.trust.disk.BytesOnlyDisk`
+(bytes, never pickles). Notices about a folder (read-only, untrusted, entries that
+do not verify) are :class:`CacheWarning`\\ s, each said once per process and folder.
 """
 
 from __future__ import annotations
@@ -13,21 +19,41 @@ import os
 import sqlite3
 import threading
 import warnings
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Tuple, Union
+from typing import Any, Optional, Set, Tuple, Union
 
 import diskcache
+
+from ..trust import secret as secrets_
+from ..trust.disk import BytesOnlyDisk
+from ..trust.folder import others_can_write
+from ..trust.secret import CacheKeyError, CacheSecret
 
 log = logging.getLogger(__name__)
 
 _DB = "cache.db"
-_WARNED_READ_ONLY: set = set()
-_WARNED_LOCK = threading.Lock()
+_TOLD: Set[Tuple[str, Path]] = set()
+_TOLD_LOCK = threading.Lock()
 
 
 class CacheWarning(UserWarning):
-    """Damaged preprocess cache entries were found (and treated as misses)."""
+    """Something about a cache folder fastlower could not use (the message says what)."""
     # defined here, in the lowest module that warns it; ``preprocess.cache`` re-exports it
+
+
+class UntrustedFolder(Exception):
+    """A cache folder that cannot be trusted with the key at hand; the message says why."""
+
+
+@dataclass
+class CacheFolder:
+    """An opened cache folder: its store, whether it is read-only, and its key."""
+
+    directory: Path
+    store: Union[diskcache.Cache, "ReadOnlyCache"]
+    read_only: bool
+    secret: CacheSecret
 
 
 class ReadOnlyCache:
@@ -44,7 +70,7 @@ class ReadOnlyCache:
             self.db.execute("SELECT 1 FROM Cache LIMIT 1").fetchall()
         except sqlite3.OperationalError:  # a WAL database without its -shm file
             self.db = sqlite3.connect(f"file:{db}?immutable=1", uri=True, check_same_thread=False)
-        self.disk = diskcache.Disk(str(self.directory))
+        self.disk = BytesOnlyDisk(str(self.directory))
 
     def get(self, key: str, default: Any = None, read: bool = False, retry: bool = False) -> Any:
         row = self.db.execute(
@@ -67,30 +93,58 @@ class ReadOnlyCache:
 def _writable(directory: Path) -> bool:
     if not directory.exists():
         try:
-            directory.mkdir(parents=True, exist_ok=True)
+            secrets_.make_private_dirs(directory)
         except OSError:
             return False
     return os.access(directory, os.W_OK)
 
 
-def open_folder(directory: Path, size_limit: int
-                ) -> Tuple[Union[diskcache.Cache, ReadOnlyCache], bool]:
-    """``(store, read_only)`` for ``directory``; raises when it cannot be read either."""
+def trusted_secret(directory: Path, key_file: Optional[Path]) -> CacheSecret:
+    """The key for ``directory``; :class:`UntrustedFolder` when it has none it may use."""
+    problem = others_can_write(directory)
+    if problem and key_file is None:
+        raise UntrustedFolder(f"{problem}; a folder other users can write is used only with "
+                              "a key its writers share (FASTLOWER_CACHE_KEY_FILE)")
+    try:
+        return secrets_.load(key_file)
+    except CacheKeyError as exc:
+        raise UntrustedFolder(str(exc)) from exc
+
+
+def open_folder(directory: Path, size_limit: int,
+                key_file: Optional[Path] = None) -> CacheFolder:
+    """The folder opened under the trust rules; raises :class:`UntrustedFolder`, or
+    ``OSError`` / ``sqlite3.Error`` when it cannot be read at all."""
     directory = Path(directory)
+    secret = trusted_secret(directory, key_file)
     if _writable(directory):
         try:
-            return diskcache.Cache(str(directory), size_limit=size_limit,
-                                   eviction_policy="least-recently-used"), False
+            store = diskcache.Cache(str(directory), size_limit=size_limit, disk=BytesOnlyDisk,
+                                    eviction_policy="least-recently-used")
+            return CacheFolder(directory, store, False, secret)
         except (sqlite3.OperationalError, OSError) as exc:
             log.debug("cache %s cannot be opened for writing (%r): lookups only", directory, exc)
-    return ReadOnlyCache(directory), True
+    return CacheFolder(directory, ReadOnlyCache(directory), True, secret)
+
+
+def tell_once(directory: Path, what: str, message: str, stacklevel: int) -> None:
+    """Warns ``message`` unless this process already said ``what`` of ``directory``."""
+    with _TOLD_LOCK:
+        first = (what, Path(directory)) not in _TOLD
+        _TOLD.add((what, Path(directory)))
+    if first:
+        warnings.warn(message, CacheWarning, stacklevel=stacklevel + 1)
 
 
 def warn_read_only(directory: Path, stacklevel: int) -> None:
     """The read-only warning, the first time this process meets ``directory``."""
-    with _WARNED_LOCK:
-        first = Path(directory) not in _WARNED_READ_ONLY
-        _WARNED_READ_ONLY.add(Path(directory))
-    if first:
-        warnings.warn(f"fastlower: the cache folder {directory} cannot be written: lookups only",
-                      CacheWarning, stacklevel=stacklevel + 1)
+    tell_once(directory, "read-only",
+              f"fastlower: the cache folder {directory} cannot be written: lookups only",
+              stacklevel + 1)
+
+
+def warn_untrusted(directory: Path, why: object, stacklevel: int) -> None:
+    """The folder is not used: said once per process and folder."""
+    tell_once(directory, "untrusted",
+              f"fastlower: the cache folder {directory} is not used ({why}); lowering "
+              "without it", stacklevel + 1)

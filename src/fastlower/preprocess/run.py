@@ -33,7 +33,7 @@ from .executors import (
     EarliestFailure, choose_runner, run_fork_pool, run_on_executor, run_serial, run_spawn_pool,
 )
 from .failures import CacheVerificationError
-from .folder import warn_read_only
+from .folder import UntrustedFolder, tell_once, warn_read_only, warn_untrusted
 from .jobs import PreprocessJob, call_preprocess, estimated_cost
 from .keys import TensorDigests, cache_key
 from .progress import partition_bar
@@ -85,7 +85,10 @@ def _open_cache(opts: ResolvedOptions) -> Optional[PreprocessCache]:
     if opts.cache_dir is None:
         return None
     try:
-        cache = PreprocessCache(opts.cache_dir, opts.cache_size)
+        cache = PreprocessCache(opts.cache_dir, opts.cache_size, opts.cache_key_file)
+    except UntrustedFolder as exc:
+        warn_untrusted(opts.cache_dir, exc, stacklevel=3)
+        return None
     except Exception as exc:
         warnings.warn(f"fastlower: preprocess cache {opts.cache_dir} cannot be opened ({exc!r}); "
                       "lowering without it", CacheWarning, stacklevel=3)
@@ -167,11 +170,11 @@ def preprocess_partitions(jobs: Sequence[PreprocessJob], report) -> List[Preproc
     finally:
         if cache is not None:
             if cache.damaged:
-                warnings.warn(
-                    f"fastlower: {len(cache.damaged)} damaged preprocess cache entr"
-                    f"{'y' if len(cache.damaged) == 1 else 'ies'} in {opts.cache_dir} treated "
-                    f"as misses and dropped ({'; '.join(cache.damaged[:3])})", CacheWarning,
-                    stacklevel=2)
+                tell_once(cache.directory, "damaged",
+                          f"fastlower: {len(cache.damaged)} damaged preprocess cache entr"
+                          f"{'y' if len(cache.damaged) == 1 else 'ies'} in {opts.cache_dir} "
+                          f"treated as misses and dropped ({'; '.join(cache.damaged[:3])})",
+                          stacklevel=2)
             if cache.write_errors:
                 warnings.warn(
                     f"fastlower: {len(cache.write_errors)} preprocess result(s) could not be "

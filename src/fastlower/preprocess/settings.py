@@ -22,6 +22,7 @@ option             environment variable        default
 ``cache_dir``      ``FASTLOWER_CACHE_DIR=DIR`` no cache
 ``cache_size``     ``FASTLOWER_CACHE_SIZE=B``  2 GB (bytes; least-recently-used eviction)
 ``verify``         ``FASTLOWER_CACHE_VERIFY=1`` off: a hit is trusted
+``cache_key_file`` ``FASTLOWER_CACHE_KEY_FILE`` the user's own key (``fastlower.trust``)
 ``progress``       ``FASTLOWER_PROGRESS=1|0``  a bar only when stderr is a terminal
 ``start_method``   ``FASTLOWER_START_METHOD``  ``auto``: ``fork`` when the calling process
                                                runs no other Python thread, else ``spawn``
@@ -56,6 +57,7 @@ class PreprocessOptions:
     verify: Optional[bool] = None
     progress: Optional[bool] = None
     start_method: Optional[str] = None
+    cache_key_file: Optional[Union[str, Path]] = None
 
 
 _CURRENT = PreprocessOptions()  # process-wide (set_options)
@@ -82,6 +84,7 @@ class ResolvedOptions:
     verify: bool
     progress: bool
     start_method: str = "auto"
+    cache_key_file: Optional[Path] = None  # None: the user's own key
 
 
 def resolve() -> ResolvedOptions:
@@ -107,10 +110,12 @@ def resolve() -> ResolvedOptions:
     if start_method not in START_METHODS:
         raise ValueError(f"preprocess start_method must be one of {START_METHODS}, "
                          f"got {start_method!r}")
+    key_file = opts.cache_key_file if opts.cache_key_file is not None else env.cache_key_file()
     return ResolvedOptions(
         workers=workers, executor=opts.executor,
         cache_dir=Path(cache_dir).expanduser() if cache_dir else None,
-        cache_size=cache_size, verify=verify, progress=progress, start_method=start_method)
+        cache_size=cache_size, verify=verify, progress=progress, start_method=start_method,
+        cache_key_file=Path(key_file).expanduser() if key_file else None)
 
 
 def current() -> PreprocessOptions:
@@ -131,7 +136,8 @@ def set_options(**changes) -> None:
 def options(*, workers: Optional[int] = None, executor: Optional[Executor] = None,
             cache_dir: Optional[Union[str, Path]] = None, cache_size: Optional[int] = None,
             verify: Optional[bool] = None, progress: Optional[bool] = None,
-            start_method: Optional[str] = None) -> Iterator[PreprocessOptions]:
+            start_method: Optional[str] = None,
+            cache_key_file: Optional[Union[str, Path]] = None) -> Iterator[PreprocessOptions]:
     """Preprocess settings inside the block; the previous ones are restored after it.
 
     Only the keywords given change; ``None`` keeps the setting as it was.
@@ -144,13 +150,16 @@ def options(*, workers: Optional[int] = None, executor: Optional[Executor] = Non
     inherited, not serialized), ``"spawn"`` (fresh interpreters, programs sent
     serialized; safe whatever other threads run) or ``"auto"`` (the default: fork
     when no other Python thread is alive in the process, else spawn).
+    ``cache_key_file`` names the file holding the key that signs cache entries
+    (default: the user's own, generated on first use; see ``fastlower.trust``).
 
     The block's settings hold for the calling thread (context) only: lowerings in
     other threads keep theirs.
     """
     requested: Dict[str, object] = dict(
         workers=workers, executor=executor, cache_dir=cache_dir, cache_size=cache_size,
-        verify=verify, progress=progress, start_method=start_method)
+        verify=verify, progress=progress, start_method=start_method,
+        cache_key_file=cache_key_file)
     given: Dict[str, Any] = {k: v for k, v in requested.items() if v is not None}
     scoped = replace(current(), **given)
     token = _SCOPED.set(scoped)
