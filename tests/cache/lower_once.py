@@ -38,7 +38,8 @@ from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 ROOT = Path(__file__).resolve().parents[2]
-_ENV_CLEARED = ("FASTLOWER_LOWERING_CACHE", "FASTLOWER_CACHE_VERIFY", "FASTLOWER_CACHE_SIZE")
+_ENV_CLEARED = ("FASTLOWER_LOWERING_CACHE", "FASTLOWER_CACHE_VERIFY", "FASTLOWER_CACHE_SIZE",
+                "FASTLOWER_CACHE_KEY_FILE")
 
 
 class _Lines(logging.Handler):
@@ -101,18 +102,20 @@ def _step(step: str, chain: bool, patched: bool, lines: _Lines) -> Dict[str, Any
 
 def start(out: Path, steps: Sequence[str], cache_dir: Path, *, chain: bool = False,
           patched: bool = False, barrier: Optional[Tuple[Path, int]] = None,
-          wrap: Callable[[List[str]], List[str]] = list) -> "subprocess.Popen[bytes]":
-    """Starts this module in a new process (serial preprocess, ``FASTLOWER_CACHE_DIR=cache_dir``);
-    ``wrap`` may put the command inside another (a mount namespace)."""
+          wrap: Callable[[List[str]], List[str]] = list,
+          env: Optional[Dict[str, str]] = None) -> "subprocess.Popen[bytes]":
+    """Starts this module in a new process (serial preprocess, ``FASTLOWER_CACHE_DIR=cache_dir``,
+    plus ``env``); ``wrap`` may put the command inside another (a mount namespace)."""
     argv = [sys.executable, "-m", "tests.cache.lower_once", str(out), *steps]
     argv += ["--chain"] * chain + ["--patched"] * patched
     if barrier is not None:
         argv += ["--barrier", str(barrier[0]), str(barrier[1])]
-    env = {k: v for k, v in os.environ.items() if k not in _ENV_CLEARED}
-    env.update(FASTLOWER_CACHE_DIR=str(cache_dir), FASTLOWER_WORKERS="1", PYTHONPATH=str(ROOT))
+    environ = {k: v for k, v in os.environ.items() if k not in _ENV_CLEARED}
+    environ.update(FASTLOWER_CACHE_DIR=str(cache_dir), FASTLOWER_WORKERS="1",
+                   PYTHONPATH=str(ROOT), **(env or {}))
     log_file = open(out.with_name(out.name + ".log"), "wb")
     try:
-        return subprocess.Popen(wrap(argv), cwd=ROOT, env=env, stdout=log_file,
+        return subprocess.Popen(wrap(argv), cwd=ROOT, env=environ, stdout=log_file,
                                 stderr=subprocess.STDOUT)
     finally:
         log_file.close()
