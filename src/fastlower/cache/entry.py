@@ -7,7 +7,7 @@ Layout (integers big-endian)::
           | u32 count | (u64 len | storage bytes) * count
           | MAC
 
-The MAC is HMAC-SHA256 under the cache folder's key over everything before it and
+The MAC is keyed BLAKE3 under the cache folder's key over everything before it and
 the key the entry is stored under (:mod:`fastlower.trust.seal`). ``info`` holds
 what the entry point needs beside the programs (the backends and their source
 digests, the reader state of the symbolic sizes, ...), as plain data

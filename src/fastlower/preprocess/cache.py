@@ -8,7 +8,7 @@ least-recently-used eviction.
 Each entry is ``MAGIC | u32 len | versions | payload | MAC`` where the payload is
 the ``PreprocessResult`` fields (processed bytes, debug-handle map, named data,
 ``_delegate_info_meta``) pickled as plain data (:mod:`fastlower.trust.plain`) and
-the MAC is HMAC-SHA256 under the folder's key over everything before it and the
+the MAC is keyed BLAKE3 under the folder's key over everything before it and the
 entry's key (:mod:`fastlower.trust.seal`). A result holding anything but plain
 data is not stored. An entry written by another torch/executorch/fastlower version
 or entry format, one whose MAC does not verify (damaged, or written by someone

@@ -1,7 +1,7 @@
 """What a cache folder must prove before fastlower decodes anything read from it.
 
 A cache folder is input from whoever can write it. Checksums catch damage, not an
-adversary, so every entry carries a keyed MAC (HMAC-SHA256) over its bytes and the
+adversary, so every entry carries a keyed MAC (keyed BLAKE3) over its bytes and the
 key it is stored under, made with a secret only its owner can read. An entry whose
 MAC does not verify is a miss: it is never decoded, and it is replaced.
 
