@@ -225,7 +225,7 @@ ATTACKS: Dict[str, Callable[[Path, Path], None]] = {
 
 @pytest.fixture(scope="module")
 def filled(tmp_path_factory) -> Path:
-    """A folder filled by its own process: two lowerings, so each cache holds two entries or more."""
+    """A folder filled by its own process: two lowerings, each cache two entries or more."""
     work = tmp_path_factory.mktemp("forgery")
     folder = work / "cache"
     first = lower_once.run(work / "fill.json", ["base", "param"], folder, chain=True,
