@@ -12,7 +12,7 @@ reference mutates its input).  Outcomes (:class:`Outcome`):
 * ``MATCH`` / ``MATCH_REFERENCE_MUTATED_INPUT``: both succeed with identical
   results (structure, every delegate, the ``.pte`` bytes, runtime numerics where
   XNNPACK can run); in the second the reference also changed its input program,
-  which fastlower deliberately never does (README "Where fastlower deliberately
+  which fastlower deliberately never does (docs/differences.md, "Where fastlower deliberately
   differs").
 * ``SAME_ERROR``: both raise; fastlower's error is an instance of the
   reference's class and contains the reference's message.

@@ -27,7 +27,7 @@
 The backends that ran are known only after lowering: each entry records their
 classes and source digests, and a hit whose backend sources changed since is a
 miss (a manifest, as ccache's). What is left out, and why it cannot change the
-result, is listed in the README ("Lowering cache").
+result, is listed in docs/caching.md ("What the key contains").
 """
 
 from __future__ import annotations
