@@ -16,6 +16,9 @@ def cmd_lower(args: argparse.Namespace) -> int:
     """``fastlower lower``: ``.pt2`` in, ``.pte`` out, report printed."""
     check_model_file(args.model)
     check_workers(args.workers)
+    for name in ("atol", "rtol"):
+        if getattr(args, name) < 0:
+            raise UsageError(f"--{name} must be >= 0, got {getattr(args, name)}")
     output = Path(args.output)
     if not output.parent.exists():
         raise UsageError(f"{args.output}: folder {output.parent} does not exist")
@@ -47,7 +50,7 @@ def cmd_lower(args: argparse.Namespace) -> int:
         status = EXIT_OK
         if args.check:
             with steps.step("check in executorch.runtime"):
-                status = check_pte(program, bytes(buffer))
+                status = check_pte(program, bytes(buffer), atol=args.atol, rtol=args.rtol)
     finally:
         steps.close()
     return status
