@@ -278,3 +278,48 @@ def test_check_tolerances_and_the_mismatch_exit_code(files, tmp_path, capsys, pr
     assert code == 0 and "check: ok" in out
     code, out, err = _run(capsys, "lower", files["small"], "-o", pte, "--check", "--rtol", -1)
     assert code == 2 and "--rtol must be >= 0" in err
+
+
+def test_partitioners_with_arguments_in_order_and_the_llm_preset(files, tmp_path, capsys,
+                                                                 preprocess_env):
+    """--partitioner takes literal arguments and repeats; --backend xnnpack-llm is export_llm's
+    pair. Each .pte is ExecuTorch's own for the same partitioners."""
+    from executorch.backends.xnnpack.partition.xnnpack_partitioner import (
+        XnnpackDynamicallyQuantizedPartitioner, XnnpackPartitioner,
+    )
+    from executorch.exir import to_edge_transform_and_lower
+
+    import fastlower.patch
+
+    xnn = "executorch.backends.xnnpack.partition.xnnpack_partitioner:"
+    cases = {
+        "per_op": (["--partitioner", xnn + "XnnpackPartitioner(per_op_mode=True)"],
+                   [XnnpackPartitioner(per_op_mode=True)]),
+        "llm": (["--backend", "xnnpack-llm"],
+                [XnnpackDynamicallyQuantizedPartitioner(), XnnpackPartitioner()]),
+        "two": (["--partitioner", xnn + "XnnpackDynamicallyQuantizedPartitioner",
+                 "--partitioner", xnn + "XnnpackPartitioner()"],
+                [XnnpackDynamicallyQuantizedPartitioner(), XnnpackPartitioner()]),
+    }
+    for name, (options, partitioners) in cases.items():
+        pte = tmp_path / f"{name}.pte"
+        code, out, err = _run(capsys, "lower", files["small"], "-o", pte, "--no-cache",
+                              "--workers", 1, *options)
+        assert code == 0, err
+        with fastlower.patch.reference():
+            reference = to_edge_transform_and_lower(torch.export.load(files["small"]),
+                                                    partitioner=partitioners)
+            assert pte.read_bytes() == bytes(reference.to_executorch().buffer), name
+
+
+@pytest.mark.parametrize("options, message", [
+    (["--partitioner", "json:JSONDecoder(object_hook=open)"], "must be Python literals"),
+    (["--partitioner", "json:JSONDecoder(**{})"], "**arguments are not supported"),
+    (["--partitioner", "json:JSONDecoder(("], "not CLASS or CLASS(ARGS)"),
+    (["--partitioner", "json:a.b"], "expected MODULE:CLASS or MODULE:CLASS(ARGS)"),
+    (["--backend", "xnnpack", "--partitioner", "json:JSONDecoder"], "not both"),
+    (["--backend", "qnn-llm"], "unknown backend 'qnn-llm'"),
+])
+def test_bad_partitioner_specs_are_usage_errors(files, capsys, options, message):
+    code, out, err = _run(capsys, "report", files["small"], *options)
+    assert code == 2 and message in err and err.count("\n") == 1, err

@@ -1,7 +1,8 @@
 """``fastlower``: lower a saved program to a ``.pte``, preview what would be delegated,
 run an unchanged export script with fastlower, and look after the preprocess cache.
 
-    fastlower lower MODEL.pt2 -o MODEL.pte [--backend xnnpack] [--partitioner MODULE:CLASS]
+    fastlower lower MODEL.pt2 -o MODEL.pte [--backend xnnpack|xnnpack-llm]
+                    [--partitioner MODULE:CLASS[(ARGS)] ...]
                     [--import MODULE ...] [--report-html R.html] [--report-json R.json]
                     [--workers N] [--cache-dir DIR | --no-cache] [--check]
     fastlower report MODEL.pt2 [--backend ...] [--partitioner ...] [--import MODULE ...]
@@ -43,12 +44,12 @@ from .common import (
     default_cache_dir,
     preprocess_settings,
 )
-from .inputs import BACKENDS, load_program, make_partitioner
+from .inputs import BACKENDS, load_program, make_partitioner, make_partitioners
 from .parser import build_parser
 
 __all__ = ["main", "build_parser", "UsageError", "BACKENDS", "ENV_CACHE_DIR", "EXIT_OK",
            "EXIT_FAILED", "EXIT_USAGE", "EXIT_MISMATCH", "default_cache_dir", "cache_dir_for",
-           "preprocess_settings", "load_program", "make_partitioner"]
+           "preprocess_settings", "load_program", "make_partitioner", "make_partitioners"]
 
 
 def main(argv: Optional[List[str]] = None) -> int:

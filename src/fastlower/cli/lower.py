@@ -9,7 +9,7 @@ from pathlib import Path
 from ..console import out, quiet_torch
 from .check import check_pte
 from .common import EXIT_OK, Steps, UsageError, check_workers, preprocess_settings, write_reports
-from .inputs import check_model_file, load_program, make_partitioner
+from .inputs import check_model_file, load_program, make_partitioners
 
 
 def cmd_lower(args: argparse.Namespace) -> int:
@@ -29,14 +29,14 @@ def cmd_lower(args: argparse.Namespace) -> int:
     from ..report import json as report_json
     from ..report import last_report
 
-    partitioner = make_partitioner(args.backend, args.partitioner)
+    partitioners = make_partitioners(args.backend, args.partitioner)
     program = load_program(args.model, args.imports).program
     steps = Steps(["lower", "to_executorch", "write"] + (["check"] if args.check else []))
     try:
         start = time.perf_counter()
         with steps.step("lower (to_edge_transform_and_lower)"), installed(), \
                 preprocess_settings(args):
-            edge = to_edge_transform_and_lower(program, partitioner=[partitioner])
+            edge = to_edge_transform_and_lower(program, partitioner=partitioners)
         report = last_report()
         with steps.step("to_executorch"):
             buffer = edge.to_executorch().buffer

@@ -63,11 +63,14 @@ def build_parser() -> argparse.ArgumentParser:
 
     def partitioning(p: argparse.ArgumentParser) -> None:
         p.add_argument("model", metavar="MODEL.pt2", help="a program saved with torch.export.save")
-        p.add_argument("--backend", default="xnnpack",
-                       help=f"backend whose partitioner to use ({', '.join(BACKENDS)}; "
-                            "default xnnpack)")
-        p.add_argument("--partitioner", metavar="MODULE:CLASS",
-                       help="any other partitioner class (constructed without arguments)")
+        p.add_argument("--backend", default=None,
+                       help=f"a partitioner preset ({', '.join(BACKENDS)}; default xnnpack; "
+                            "xnnpack-llm: export_llm's dynamically quantized + plain XNNPACK "
+                            "pair)")
+        p.add_argument("--partitioner", action="append", default=[],
+                       metavar="MODULE:CLASS[(ARGS)]",
+                       help="a partitioner class, with literal arguments if any, e.g. "
+                            "'pkg.mod:MyPartitioner(level=2)'; repeatable: they run in order")
         p.add_argument("--import", dest="imports", action="append", default=[], metavar="MODULE",
                        help="import MODULE before loading (for the input/output types it "
                             "registers); repeatable")
