@@ -29,6 +29,11 @@ __all__ = sorted(_EXPORTS)
 
 
 def __getattr__(name: str) -> Any:
+    if name == "__version__":  # the installed distribution's, read without importing torch
+        from importlib.metadata import version
+
+        globals()[name] = version("fastlower")
+        return globals()[name]
     module = _EXPORTS.get(name)
     if module is None:
         raise AttributeError(f"module 'fastlower' has no attribute {name!r}")

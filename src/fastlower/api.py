@@ -12,6 +12,7 @@ from executorch.exir.lowered_backend_module import LoweredBackendModule
 from torch.export import ExportedProgram
 
 from .backends import lower_one
+from .compat import check_versions
 from .lowering import lower_methods, lower_program
 from .report.document import LoweringReport
 from .report.registry import last_report
@@ -40,15 +41,18 @@ def _(backend_id: str, edge_program: ExportedProgram,
     if not isinstance(edge_program, ExportedProgram):
         raise TypeError(f"to_backend({backend_id!r}, ...) needs an ExportedProgram, "
                         f"got {type(edge_program).__name__}")
+    check_versions()
     return lower_one(backend_id, edge_program, compile_specs)
 
 
 @to_backend.register
 def _(edge_program: ExportedProgram, partitioner_instance: Partitioner) -> ExportedProgram:
+    check_versions()
     return with_stack_room(lower_program, edge_program, partitioner_instance)
 
 
 def _lower_spec(spec) -> Dict[str, ExportedProgram]:
+    check_versions()
     return with_stack_room(lower_methods, spec.method_to_edge_program, spec.method_to_partitioner)
 
 

@@ -30,18 +30,23 @@ def stderr_handler(level: int) -> logging.Handler:
     return handler
 
 
+_LEVELS = {-1: logging.ERROR, 0: logging.WARNING, 1: logging.INFO}
+
+
 @contextmanager
-def command_logging(debug: bool) -> Iterator[None]:
-    """The command's own handlers: fastlower's log to stderr; without ``--debug`` the
-    other libraries' chatty warnings (ExecuTorch's through the root logger, torch's
-    own handler, ``warnings``) are not shown. Everything is removed or restored
+def command_logging(debug: bool, verbosity: int = 0) -> Iterator[None]:
+    """The command's own handlers: fastlower's log to stderr (warnings; ``verbosity`` 1:
+    info, -1: errors only; ``debug``: everything); without ``--debug`` the other
+    libraries' chatty warnings (ExecuTorch's through the root logger, torch's own
+    handler, ``warnings``) are not shown. Everything is removed or restored
     afterwards, so ``main()`` can be called in-process (tests)."""
     logger, root, torch_log = (logging.getLogger("fastlower"), logging.getLogger(),
                                logging.getLogger("torch"))
     saved = (logger.level, torch_log.level)
-    ours = stderr_handler(logging.DEBUG if debug else logging.WARNING)
+    level = logging.DEBUG if debug else _LEVELS[max(-1, min(1, verbosity))]
+    ours = stderr_handler(level)
     logger.addHandler(ours)
-    logger.setLevel(logging.DEBUG if debug else logging.WARNING)
+    logger.setLevel(level)
     # with a handler of its own the root logger no longer falls back to printing
     # every warning (logging.lastResort): this one shows the others' errors only
     # (warnings too with --debug); fastlower's records are ours to show
@@ -61,18 +66,19 @@ def command_logging(debug: bool) -> Iterator[None]:
 
 
 @contextmanager
-def script_logging(debug: bool) -> Iterator[None]:
+def script_logging(debug: bool, verbosity: int = 0) -> Iterator[None]:
     """``fastlower run``: the script's logging, warnings and torch's are left as they are
     (it sees what it would see without fastlower); ``--debug`` adds fastlower's own
-    debug log on stderr."""
-    if not debug:
+    debug log on stderr, ``-v`` its info lines."""
+    if not debug and verbosity < 1:
         yield
         return
     logger = logging.getLogger("fastlower")
     saved = logger.level
-    handler = stderr_handler(logging.DEBUG)
+    level = logging.DEBUG if debug else logging.INFO
+    handler = stderr_handler(level)
     logger.addHandler(handler)
-    logger.setLevel(logging.DEBUG)
+    logger.setLevel(level)
     try:
         yield
     finally:

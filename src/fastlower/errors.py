@@ -25,6 +25,11 @@ class FastlowerError(Exception):
     """Base class of every error fastlower raises on purpose."""
 
 
+class UnsupportedVersionError(FastlowerError, RuntimeError):
+    """The installed torch or ExecuTorch is outside the releases fastlower is tested with
+    (:mod:`fastlower.compat`)."""
+
+
 def _rebuild(cls: type, args: Tuple[Any, ...], state: Dict[str, Any]) -> BaseException:
     error = cls.__new__(cls)
     error.args = args

@@ -16,6 +16,12 @@ lowering got more than 10% slower. ``check_reference=True`` also lowers the same
 program with ExecuTorch's reference ``to_backend`` (once, outside the timing)
 and fails unless both give the same graph and the same ``.pte`` bytes.
 
+The timed rounds use no preprocess cache (a warm-up round would otherwise fill it
+and every timed round would measure a hit), unless the test passes
+``use_cache=True``. ``--fastlower-rounds N`` (alias ``--lower-rounds``) sets the
+rounds. pytest-benchmark turns itself off under pytest-xdist (``-n``); the plugin
+warns once when a run has both, as such a run measures nothing.
+
 Laid out like pytest-benchmark's own plugin: options in ``pytest_addoption``,
 the fixture in this module, the work in a small class. Nothing heavy is
 imported until the fixture is used, so the plugin costs nothing in other runs.
@@ -24,6 +30,7 @@ imported until the fixture is used, so the plugin costs nothing in other runs.
 from __future__ import annotations
 
 import copy
+import warnings
 from typing import Any, Callable, Dict, Optional, Union
 
 import pytest
@@ -31,9 +38,21 @@ import pytest
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("fastlower", "fastlower lowering benchmarks")
-    group.addoption("--lower-rounds", type=int, default=3, metavar="N",
+    group.addoption("--fastlower-rounds", "--lower-rounds", dest="fastlower_rounds", type=int,
+                    default=3, metavar="N",
                     help="rounds of each lower_benchmark (default 3; pytest-benchmark's "
                          "statistics and --benchmark-compare-fail use them)")
+
+
+class XdistBenchmarkWarning(pytest.PytestWarning):
+    """lower_benchmark under pytest-xdist: pytest-benchmark measures nothing there."""
+
+
+def _under_xdist(config: pytest.Config) -> bool:
+    """Whether this is an xdist worker (or a run that starts them)."""
+    if getattr(config, "workerinput", None) is not None:
+        return True
+    return bool(getattr(config.option, "numprocesses", None))
 
 
 class LowerBenchmark:
@@ -46,23 +65,27 @@ class LowerBenchmark:
 
     def __call__(self, program: Any, partitioner: Union[Any, Callable[[], Any]], *,
                  check_reference: bool = False, rounds: Optional[int] = None,
-                 warmup_rounds: int = 0) -> Any:
+                 warmup_rounds: int = 0, use_cache: bool = False) -> Any:
         """Lower ``program`` (an Edge ``ExportedProgram``) with fastlower, timed.
 
         ``partitioner`` is a ``Partitioner`` or a callable making one (a class):
-        a callable gives each round a fresh partitioner. Returns the lowered
-        program of the last round; ``self.report`` is its report.
+        a callable gives each round a fresh partitioner. The rounds use no preprocess
+        cache unless ``use_cache``. Returns the lowered program of the last round;
+        ``self.report`` is its report.
         """
         from executorch.exir.backend.partitioner import Partitioner
 
         from .api import lower_with_report
+        from .preprocess import options
 
         make = (lambda: partitioner) if isinstance(partitioner, Partitioner) else partitioner
         reports = []
 
         def lower_once():
-            # warnings go to pytest's own capture (no filter of ours: it would be process-wide)
-            result, report = lower_with_report(program, make())
+            # warnings go to pytest's own capture (no filter of ours: it would be process-wide);
+            # an empty cache_dir is no cache, whatever FASTLOWER_CACHE_DIR says
+            with options() if use_cache else options(cache_dir=""):
+                result, report = lower_with_report(program, make())
             reports.append(report)
             return result
 
@@ -122,5 +145,13 @@ def lower_benchmark(request: pytest.FixtureRequest) -> LowerBenchmark:
     try:
         benchmark = request.getfixturevalue("benchmark")
     except pytest.FixtureLookupError:
-        pytest.skip("lower_benchmark needs pytest-benchmark (pip install pytest-benchmark)")
-    return LowerBenchmark(benchmark, request.config.getoption("lower_rounds"))
+        pytest.fail("lower_benchmark needs pytest-benchmark, which is not installed "
+                    "(pip install pytest-benchmark): without it nothing is measured",
+                    pytrace=False)
+    config = request.config
+    if _under_xdist(config):
+        warnings.warn(XdistBenchmarkWarning(
+            "lower_benchmark runs under pytest-xdist (-n), where pytest-benchmark disables "
+            "itself: the rounds are not timed. Run the benchmarks with -p no:xdist or -n 0."),
+            stacklevel=2)
+    return LowerBenchmark(benchmark, config.getoption("fastlower_rounds"))

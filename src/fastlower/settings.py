@@ -37,6 +37,7 @@ variable                        type    default meaning
 ``FASTLOWER_NATIVE_PARTITIONERS`` bool  true    false: canonical partitioners run unpatched
 ``FASTLOWER_VALIDATE_ALL``      bool    false   run the verifier on every program built
 ``FASTLOWER_FORCE_PYTHON``      bool    false   plan with the Python twin, not ``_core``
+``FASTLOWER_ALLOW_UNTESTED_VERSIONS`` bool false lower with an untested torch / ExecuTorch
 =============================== ======= ======= =============================================
 
 (The test suites' own switches, ``FASTLOWER_CONFORMANCE_IMPL``, ``FASTLOWER_FUZZ_*``,
@@ -59,6 +60,7 @@ __all__ = [
     "workers", "cache_dir", "cache_size", "cache_verify", "cache_key_file", "progress",
     "start_method",
     "lowering_cache", "native_partitioners", "validate_all", "force_python",
+    "allow_untested_versions", "ALLOW_UNTESTED_VERSIONS",
     "WORKERS", "CACHE_DIR", "CACHE_SIZE", "CACHE_VERIFY", "CACHE_KEY_FILE", "PROGRESS",
     "START_METHOD", "LOWERING_CACHE", "NATIVE_PARTITIONERS", "VALIDATE_ALL", "FORCE_PYTHON",
 ]
@@ -77,6 +79,7 @@ LOWERING_CACHE = "FASTLOWER_LOWERING_CACHE"
 NATIVE_PARTITIONERS = "FASTLOWER_NATIVE_PARTITIONERS"
 VALIDATE_ALL = "FASTLOWER_VALIDATE_ALL"
 FORCE_PYTHON = "FASTLOWER_FORCE_PYTHON"
+ALLOW_UNTESTED_VERSIONS = "FASTLOWER_ALLOW_UNTESTED_VERSIONS"
 
 START_METHODS = ("auto", "fork", "spawn")
 
@@ -132,6 +135,8 @@ VARIABLES: Dict[str, Variable] = {v.name: v for v in (
              "partitioners alone"),
     Variable(VALIDATE_ALL, "bool", False, "run the verifier on every program fastlower builds"),
     Variable(FORCE_PYTHON, "bool", False, "plan with the pure-Python twin, not fastlower._core"),
+    Variable(ALLOW_UNTESTED_VERSIONS, "bool", False, "lower with a torch or ExecuTorch outside "
+             "the tested releases (one warning instead of an error)"),
 )}
 
 
@@ -237,3 +242,9 @@ def force_python() -> bool:
     """``FASTLOWER_FORCE_PYTHON``: plan with the Python twin, not ``fastlower._core``
     (default false)."""
     return bool(get(FORCE_PYTHON))
+
+
+def allow_untested_versions() -> bool:
+    """``FASTLOWER_ALLOW_UNTESTED_VERSIONS``: an untested torch / ExecuTorch warns instead of
+    failing the lowering (default false)."""
+    return bool(get(ALLOW_UNTESTED_VERSIONS))

@@ -223,3 +223,103 @@ def test_console_entry_point_and_debug_traceback(tmp_path, files):
                           text=True, timeout=120, env=env)
     assert junk.returncode == 2 and junk.stderr.count("\n") == 1, junk.stderr
     assert junk.stderr.startswith(f"fastlower lower: error: {files['junk']}: not a program")
+
+
+def test_cache_info_is_fast_silent_and_human(tmp_path):
+    """In a fresh process, `cache info` imports no torch, prints no warning, shows sizes in
+    binary units and honours --only; -v and --debug may follow the subcommand."""
+    folder = tmp_path / "cache"
+    with diskcache.Cache(str(folder), size_limit=2 * 1024 ** 3) as cache:
+        cache.set("a", b"x" * 40000)
+        cache.set("lowering:c", b"z" * 100, tag="lowering")
+    probe = ("import sys, fastlower.cli as c; code = c.main(sys.argv[1:]); "
+             "print('torch imported' if 'torch' in sys.modules else 'no torch'); "
+             "sys.exit(code)")
+    result = subprocess.run([sys.executable, "-c", probe, "cache", "info", "--only",
+                             "preprocess", "-v", "--debug", "--cache-dir", str(folder)],
+                            capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0 and result.stderr == ""
+    assert result.stdout.splitlines() == [
+        f"cache: {folder}", "preprocess cache: 1 entries, 39.1 KiB",
+        "total: 2 entries, 39.2 KiB of 2.0 GiB", "no torch"]
+
+
+def test_version_names_fastlower_torch_and_executorch(capsys):
+    from importlib.metadata import version
+
+    with pytest.raises(SystemExit) as done:
+        cli.main(["--version"])
+    assert done.value.code == 0
+    assert capsys.readouterr().out.strip() == (
+        f"fastlower {version('fastlower')} (torch {version('torch')}, "
+        f"executorch {version('executorch')})")
+    import fastlower
+
+    assert fastlower.__version__ == version("fastlower")
+
+
+def test_output_options_may_follow_the_subcommand(capsys):
+    parsed = cli.build_parser().parse_args(["cache", "info", "-vv", "--debug"])
+    assert (parsed.verbose, parsed.debug, parsed.quiet) == (2, True, 0)
+    parsed = cli.build_parser().parse_args(["-q", "cache", "info"])
+    assert (parsed.verbose, parsed.debug, parsed.quiet) == (0, False, 1)
+
+
+def test_check_tolerances_and_the_mismatch_exit_code(files, tmp_path, capsys, preprocess_env):
+    """XNNPACK's float results differ from eager's in the last bits: with no tolerance the
+    check fails with its own exit code (3), not a lowering error's (1)."""
+    pte = tmp_path / "small.pte"
+    code, out, err = _run(capsys, "lower", files["small"], "-o", pte, "--check",
+                          "--atol", 0, "--rtol", 0, "--workers", 1)
+    assert code == cli.EXIT_MISMATCH == 3, (out, err)
+    assert "check: FAILED: output 0 differs" in out
+    code, out, err = _run(capsys, "lower", files["small"], "-o", pte, "--check",
+                          "--atol", "1e-2", "--workers", 1)
+    assert code == 0 and "check: ok" in out
+    code, out, err = _run(capsys, "lower", files["small"], "-o", pte, "--check", "--rtol", -1)
+    assert code == 2 and "--rtol must be >= 0" in err
+
+
+def test_partitioners_with_arguments_in_order_and_the_llm_preset(files, tmp_path, capsys,
+                                                                 preprocess_env):
+    """--partitioner takes literal arguments and repeats; --backend xnnpack-llm is export_llm's
+    pair. Each .pte is ExecuTorch's own for the same partitioners."""
+    from executorch.backends.xnnpack.partition.xnnpack_partitioner import (
+        XnnpackDynamicallyQuantizedPartitioner, XnnpackPartitioner,
+    )
+    from executorch.exir import to_edge_transform_and_lower
+
+    import fastlower.patch
+
+    xnn = "executorch.backends.xnnpack.partition.xnnpack_partitioner:"
+    cases = {
+        "per_op": (["--partitioner", xnn + "XnnpackPartitioner(per_op_mode=True)"],
+                   [XnnpackPartitioner(per_op_mode=True)]),
+        "llm": (["--backend", "xnnpack-llm"],
+                [XnnpackDynamicallyQuantizedPartitioner(), XnnpackPartitioner()]),
+        "two": (["--partitioner", xnn + "XnnpackDynamicallyQuantizedPartitioner",
+                 "--partitioner", xnn + "XnnpackPartitioner()"],
+                [XnnpackDynamicallyQuantizedPartitioner(), XnnpackPartitioner()]),
+    }
+    for name, (options, partitioners) in cases.items():
+        pte = tmp_path / f"{name}.pte"
+        code, out, err = _run(capsys, "lower", files["small"], "-o", pte, "--no-cache",
+                              "--workers", 1, *options)
+        assert code == 0, err
+        with fastlower.patch.reference():
+            reference = to_edge_transform_and_lower(torch.export.load(files["small"]),
+                                                    partitioner=partitioners)
+            assert pte.read_bytes() == bytes(reference.to_executorch().buffer), name
+
+
+@pytest.mark.parametrize("options, message", [
+    (["--partitioner", "json:JSONDecoder(object_hook=open)"], "must be Python literals"),
+    (["--partitioner", "json:JSONDecoder(**{})"], "**arguments are not supported"),
+    (["--partitioner", "json:JSONDecoder(("], "not CLASS or CLASS(ARGS)"),
+    (["--partitioner", "json:a.b"], "expected MODULE:CLASS or MODULE:CLASS(ARGS)"),
+    (["--backend", "xnnpack", "--partitioner", "json:JSONDecoder"], "not both"),
+    (["--backend", "qnn-llm"], "unknown backend 'qnn-llm'"),
+])
+def test_bad_partitioner_specs_are_usage_errors(files, capsys, options, message):
+    code, out, err = _run(capsys, "report", files["small"], *options)
+    assert code == 2 and message in err and err.count("\n") == 1, err

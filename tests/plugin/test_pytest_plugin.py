@@ -103,3 +103,41 @@ def test_benchmark_records_the_report_and_compare_fails_on_a_regression(pytester
     assert "test_lowering_time (0001_unversi) - Field 'median' has failed " \
            "PercentageRegressionCheck" in output
     assert bench["stats"]["median"] < 0.3  # the baseline really was faster
+
+
+CACHED_TEST = USER_TEST.replace(
+    "lowered = lower_benchmark(program, AddPartitioner, check_reference=True)",
+    "lowered = lower_benchmark(program, AddPartitioner, warmup_rounds=1,\n"
+    "                              use_cache=os.environ.get('USE_CACHE') == '1')")
+
+
+@pytest.mark.parametrize("use_cache, hits", [(False, 0), (True, 2)])
+def test_timed_rounds_use_no_cache_unless_asked(use_cache, hits, pytester, monkeypatch,
+                                                tmp_path):
+    """With FASTLOWER_CACHE_DIR set, the warm-up round would fill the cache and every timed
+    round would be a hit: the rounds run without it, unless the test passes use_cache."""
+    pytester.makepyfile(test_user_model=CACHED_TEST)
+    monkeypatch.setenv("FASTLOWER_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setenv("USE_CACHE", "1" if use_cache else "0")
+    result = pytester.runpytest_subprocess("--benchmark-autosave", "--fastlower-rounds=4", "-q")
+    result.assert_outcomes(passed=1)
+    [saved] = _saved_runs(pytester)
+    bench = json.loads(saved.read_text())["benchmarks"][0]
+    assert bench["stats"]["rounds"] == 4
+    info = bench["extra_info"]["fastlower"]
+    assert (info["cache_hits"], info["cache_misses"]) == ((hits, 0) if use_cache else (0, 0))
+
+
+def test_without_pytest_benchmark_the_fixture_fails_and_says_why(pytester):
+    pytester.makepyfile(test_user_model=USER_TEST)
+    result = pytester.runpytest_subprocess("-p", "no:benchmark", "-q")
+    result.assert_outcomes(errors=1)  # the fixture fails: an error at the test's setup
+    assert "lower_benchmark needs pytest-benchmark" in result.stdout.str()
+
+
+def test_under_xdist_the_fixture_warns_that_nothing_is_timed(pytester):
+    pytester.makepyfile(test_user_model=USER_TEST)
+    result = pytester.runpytest_subprocess("-n", "1", "-q", "-p", "no:cacheprovider")
+    result.assert_outcomes(passed=1)
+    output = result.stdout.str()
+    assert "XdistBenchmarkWarning" in output and "the rounds are not timed" in output

@@ -1,4 +1,4 @@
-"""A content-addressed cache of whole ``to_edge_transform_and_lower`` calls (issue 18).
+"""A content-addressed cache of whole ``to_edge_transform_and_lower`` calls.
 
 ``fastlower.cache.to_edge_transform_and_lower`` is the reference's function behind a
 cache: same signature, same result; on a hit no edge stage, partitioner or backend
@@ -10,18 +10,42 @@ Modules: ``settings`` (folder, switch), ``canonical`` (objects in canonical form
 ``key`` (the key), ``symbolic`` (fake tensors, symbolic sizes), ``serialize``
 (programs as bytes: a package of writer, reader, graph records and objects kept
 by name), ``entry`` (an entry's format), ``manifest`` (backends checked on
-a hit), ``store`` (the diskcache folder), ``compare`` (first difference),
+a hit), ``names`` (keys and tag), ``store`` (the diskcache folder), ``compare`` (first difference),
 ``report`` (the report of a hit), ``access`` (lookup and store rules), ``lowering``
 (the ``to_edge_transform_and_lower`` entry point), ``executorch`` (the ``to_executorch``
 entry point), ``execution`` (its execution programs, made when first read), ``admin``
 (info / clear).
 """
 
-from .admin import CacheInfo, clear, info
-from .errors import ExecutionProgramsUnavailable, LoweringCacheVerificationError
-from .executorch import to_executorch
-from .lowering import to_edge_transform_and_lower
-from .settings import disabled
+from importlib import import_module
+from typing import TYPE_CHECKING, Any
 
-__all__ = ["to_edge_transform_and_lower", "to_executorch", "LoweringCacheVerificationError",
-           "ExecutionProgramsUnavailable", "disabled", "info", "clear", "CacheInfo"]
+_EXPORTS = {
+    "to_edge_transform_and_lower": "lowering", "to_executorch": "executorch",
+    "LoweringCacheVerificationError": "errors", "ExecutionProgramsUnavailable": "errors",
+    "disabled": "settings", "info": "admin", "clear": "admin", "CacheInfo": "admin",
+}
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str) -> Any:
+    """The public names, imported on first use: ``info`` / ``clear`` need no torch."""
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'fastlower.cache' has no attribute {name!r}")
+    value = getattr(import_module(f".{module}", __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__():
+    return sorted(set(globals()) | set(_EXPORTS))
+
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .admin import CacheInfo, clear, info  # noqa: F401
+    from .errors import ExecutionProgramsUnavailable, LoweringCacheVerificationError  # noqa: F401
+    from .executorch import to_executorch  # noqa: F401
+    from .lowering import to_edge_transform_and_lower  # noqa: F401
+    from .settings import disabled  # noqa: F401

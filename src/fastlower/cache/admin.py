@@ -18,7 +18,7 @@ from typing import Dict, Iterable, List, Optional, Union
 import diskcache
 
 from ..trust.disk import BytesOnlyDisk
-from .store import TAG
+from .names import TAG
 
 CACHES = ("preprocess", "lowering")
 
@@ -49,16 +49,29 @@ class CacheInfo:
     def bytes(self) -> int:
         return self.preprocess.bytes + self.lowering.bytes
 
-    def format(self) -> str:
-        """A few lines for a terminal."""
+    def format(self, caches: Iterable[str] = CACHES) -> str:
+        """A few lines for a terminal (the named caches' lines, and the total)."""
         if not self.exists:
             return f"cache: {self.directory} (empty: the folder does not exist yet)"
-        limit = f" of {self.size_limit:,}" if self.size_limit else ""
-        return (f"cache: {self.directory}\n"
-                f"preprocess cache: {self.preprocess.entries} entries, "
-                f"{self.preprocess.bytes:,} bytes\n"
-                f"lowering cache: {self.lowering.entries} entries, {self.lowering.bytes:,} bytes\n"
-                f"total: {self.entries} entries, {self.bytes:,}{limit} bytes")
+        lines = [f"cache: {self.directory}"]
+        for name in caches:
+            usage: CacheUsage = getattr(self, name)
+            lines.append(f"{name} cache: {usage.entries} entries, {human_size(usage.bytes)}")
+        limit = f" of {human_size(self.size_limit)}" if self.size_limit else ""
+        lines.append(f"total: {self.entries} entries, {human_size(self.bytes)}{limit}")
+        return "\n".join(lines)
+
+
+def human_size(size: int) -> str:
+    """``size`` bytes in binary units, e.g. ``40.0 KiB``, ``2.0 GiB``."""
+    if size < 1024:
+        return f"{size} bytes"
+    value, unit = size / 1024, "KiB"
+    for larger in ("MiB", "GiB", "TiB"):
+        if value < 1024:
+            break
+        value, unit = value / 1024, larger
+    return f"{value:.1f} {unit}"
 
 
 def default_directory() -> Path:

@@ -49,6 +49,7 @@ from .errors import LoweringCacheVerificationError, Uncacheable
 from .key import LoweringKey, lowering_key, method_programs
 from .report import report_from_programs
 from .settings import LoweringCacheSettings, resolve
+from ..compat import check_versions
 from .store import LoweringStore
 
 from .. import dispatch as patch  # the entry points; fastlower.patch names this package
@@ -130,6 +131,7 @@ def to_edge_transform_and_lower(  # noqa: C901
     Returns:
         EdgeProgramManager
     """
+    check_versions()
     args = dict(transform_passes=transform_passes, partitioner=partitioner,
                 constant_methods=constant_methods, compile_config=compile_config,
                 generate_etrecord=generate_etrecord)

@@ -24,11 +24,12 @@ from typing import BinaryIO, Optional, cast
 from ..preprocess.folder import open_folder
 from ..trust.seal import Seal
 from .errors import DamagedEntry
+from .names import PREFIX, TAG
+
+__all__ = ["LoweringStore", "PREFIX", "TAG", "PURPOSE"]
 
 log = logging.getLogger("fastlower.cache")
 
-TAG = "lowering"
-PREFIX = "lowering:"
 PURPOSE = "lowering"
 
 

@@ -16,7 +16,7 @@ def cmd_cache(args: argparse.Namespace) -> int:
 
     folder = args.cache_dir or default_cache_dir()
     if args.action == "info":
-        out(admin.info(folder).format())
+        out(admin.info(folder).format([args.only] if args.only else admin.CACHES))
         return EXIT_OK
     if not Path(folder).exists():
         out(f"cache: {folder} is already empty")

@@ -7,7 +7,7 @@ import logging
 from typing import Any
 
 from ..console import out
-from .common import EXIT_FAILED, EXIT_OK
+from .common import EXIT_MISMATCH, EXIT_OK
 
 log = logging.getLogger("fastlower.cli")
 
@@ -31,7 +31,7 @@ def check_pte(program: Any, buffer: bytes, atol: float = 1e-3, rtol: float = 1e-
     del method
     if len(got) != len(expected):
         out(f"check: FAILED: {len(got)} outputs, the exported program has {len(expected)}")
-        return EXIT_FAILED
+        return EXIT_MISMATCH
     worst = 0.0
     for i, ((path, e), g) in enumerate(zip(expected, got)):
         name = f"output {i}" + (f" ({pytree.keystr(path)})" if path else "")
@@ -43,12 +43,12 @@ def check_pte(program: Any, buffer: bytes, atol: float = 1e-3, rtol: float = 1e-
                 got_shape = tuple(g.shape) if isinstance(g, torch.Tensor) else type(g).__name__
                 out(f"check: FAILED: {name} differs (max abs error {diff:.3g}, "
                     f"shape {got_shape} vs {tuple(e.shape)})")
-                return EXIT_FAILED
+                return EXIT_MISMATCH
             if e.numel() and e.is_floating_point():
                 worst = max(worst, (g.to(e.dtype) - e).abs().max().item())
         elif e != g:
             out(f"check: FAILED: {name} is {g!r}, the exported program gives {e!r}")
-            return EXIT_FAILED
+            return EXIT_MISMATCH
     names = [pytree.keystr(p) for p, _ in expected if p]
     shown = f" ({', '.join(names[:8])}{', ...' if len(names) > 8 else ''})" if names else ""
     out(f"check: ok, {len(got)} output(s){shown} match the exported program, leaf by leaf "

@@ -21,6 +21,7 @@ log = logging.getLogger("fastlower.cli")
 ENV_CACHE_DIR = settings.CACHE_DIR
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
+EXIT_MISMATCH = 3  # lower --check: the .pte's output differs from the program's
 
 
 class UsageError(Exception):

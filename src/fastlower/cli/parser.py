@@ -7,11 +7,36 @@ from __future__ import annotations
 import argparse
 
 from .cache import cmd_cache
-from .common import ENV_CACHE_DIR
+from .common import ENV_CACHE_DIR, EXIT_MISMATCH
 from .inputs import BACKENDS
 from .lower import cmd_lower
 from .report import cmd_report
 from .run import cmd_run
+
+
+def _output_options(parser: argparse.ArgumentParser, defaults: bool) -> None:
+    """``--debug``, ``-v``, ``-q``: on the main parser with their defaults, and on every
+    subcommand without (so that they may stand anywhere on the line)."""
+    def default(value: object) -> object:
+        return value if defaults else argparse.SUPPRESS
+    parser.add_argument("--debug", action="store_true", default=default(False),
+                        help="show tracebacks and debug logs")
+    parser.add_argument("-v", "--verbose", action="count", default=default(0),
+                        help="say more (each step's time)")
+    parser.add_argument("-q", "--quiet", action="count", default=default(0),
+                        help="say less (errors only)")
+
+
+def version_line() -> str:
+    """fastlower's version and the torch and ExecuTorch it runs with (without importing them)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    def of(dist: str) -> str:
+        try:
+            return version(dist)
+        except PackageNotFoundError:
+            return "not installed"
+    return f"fastlower {of('fastlower')} (torch {of('torch')}, executorch {of('executorch')})"
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -19,26 +44,33 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="fastlower",
         description="Lower exported PyTorch programs to ExecuTorch with fastlower.")
-    parser.add_argument("--debug", action="store_true", help="show tracebacks and debug logs")
-    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    parser.add_argument("--version", action="version", version=version_line())
+    _output_options(parser, defaults=True)
+    common = argparse.ArgumentParser(add_help=False)
+    _output_options(common, defaults=False)
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND",
+                                parser_class=_with_parents(common))
 
     def preprocessing(p: argparse.ArgumentParser) -> None:
         p.add_argument("--workers", type=int, metavar="N",
                        help="preprocess in N processes (default: the usable cores; 1: serial)")
         cache = p.add_mutually_exclusive_group()
         cache.add_argument("--cache-dir", metavar="DIR",
-                           help=f"the preprocess cache folder (default: ${ENV_CACHE_DIR}, else "
-                                "the user's cache folder)")
+                           help=f"the folder of the preprocess and lowering caches (default: "
+                                f"${ENV_CACHE_DIR}, else the user's cache folder)")
         cache.add_argument("--no-cache", action="store_true",
-                           help="do not use the preprocess cache")
+                           help="use neither cache (preprocess nor lowering)")
 
     def partitioning(p: argparse.ArgumentParser) -> None:
         p.add_argument("model", metavar="MODEL.pt2", help="a program saved with torch.export.save")
-        p.add_argument("--backend", default="xnnpack",
-                       help=f"backend whose partitioner to use ({', '.join(BACKENDS)}; "
-                            "default xnnpack)")
-        p.add_argument("--partitioner", metavar="MODULE:CLASS",
-                       help="any other partitioner class (constructed without arguments)")
+        p.add_argument("--backend", default=None,
+                       help=f"a partitioner preset ({', '.join(BACKENDS)}; default xnnpack; "
+                            "xnnpack-llm: export_llm's dynamically quantized + plain XNNPACK "
+                            "pair)")
+        p.add_argument("--partitioner", action="append", default=[],
+                       metavar="MODULE:CLASS[(ARGS)]",
+                       help="a partitioner class, with literal arguments if any, e.g. "
+                            "'pkg.mod:MyPartitioner(level=2)'; repeatable: they run in order")
         p.add_argument("--import", dest="imports", action="append", default=[], metavar="MODULE",
                        help="import MODULE before loading (for the input/output types it "
                             "registers); repeatable")
@@ -53,7 +85,11 @@ def build_parser() -> argparse.ArgumentParser:
     preprocessing(lower)
     lower.add_argument("--check", action="store_true",
                        help="run the .pte in executorch.runtime and compare with the program's "
-                            "output")
+                            f"output (a mismatch exits with {EXIT_MISMATCH})")
+    lower.add_argument("--atol", type=float, default=1e-3, metavar="A",
+                       help="--check: absolute tolerance (default 1e-3)")
+    lower.add_argument("--rtol", type=float, default=1e-3, metavar="R",
+                       help="--check: relative tolerance (default 1e-3)")
     lower.set_defaults(run=cmd_lower)
 
     report = sub.add_parser("report", help="preview what would be delegated (partitioner only)")
@@ -78,12 +114,25 @@ def build_parser() -> argparse.ArgumentParser:
                      help="the script and its arguments")
     run.set_defaults(run=cmd_run)
 
-    cache = sub.add_parser("cache", help="the preprocess and lowering caches: info or clear")
-    cache.add_argument("action", choices=["info", "clear"])
+    cache = sub.add_parser(
+        "cache", help="the preprocess and lowering caches: info or clear",
+        description="info: entries and sizes of each cache in the folder; clear: empty them.")
+    cache.add_argument("action", choices=["info", "clear"],
+                       help="info: what each cache holds; clear: remove its entries")
     cache.add_argument("--only", choices=["preprocess", "lowering"],
-                       help="clear: empty only this cache (default: both)")
+                       help="only this cache (default: both)")
     cache.add_argument("--cache-dir", metavar="DIR",
                        help=f"the cache folder (default: ${ENV_CACHE_DIR}, else the user's cache "
                             "folder)")
     cache.set_defaults(run=cmd_cache)
     return parser
+
+
+def _with_parents(common: argparse.ArgumentParser) -> type:
+    """An ``ArgumentParser`` class whose instances (the subcommands) take ``common``'s
+    options too."""
+    class Subcommand(argparse.ArgumentParser):
+        def __init__(self, *args, **kwargs) -> None:
+            kwargs.setdefault("parents", [common])
+            super().__init__(*args, **kwargs)
+    return Subcommand

@@ -5,7 +5,8 @@ from __future__ import annotations
 import argparse
 from ..console import out, quiet_torch
 from .common import EXIT_OK, Steps, write_reports
-from .inputs import check_model_file, load_program, make_partitioner
+from .common import UsageError
+from .inputs import check_model_file, load_program, make_partitioners
 
 
 def cmd_report(args: argparse.Namespace) -> int:
@@ -14,7 +15,11 @@ def cmd_report(args: argparse.Namespace) -> int:
     quiet_torch(args.debug)
     from ..preview import preview_export
 
-    partitioner = make_partitioner(args.backend, args.partitioner)
+    partitioners = make_partitioners(args.backend, args.partitioner)
+    if len(partitioners) != 1:
+        raise UsageError(f"report previews one partitioner, got {len(partitioners)}: lower with "
+                         "all of them and read its report (fastlower lower --report-html)")
+    partitioner = partitioners[0]
     program = load_program(args.model, args.imports).program
     steps = Steps(["partition"])
     try:
