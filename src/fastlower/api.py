@@ -11,6 +11,7 @@ from executorch.exir.backend.partitioner import Partitioner
 from executorch.exir.lowered_backend_module import LoweredBackendModule
 from torch.export import ExportedProgram
 
+from . import phases
 from .backends import lower_one
 from .compat import check_versions
 from .lowering import lower_methods, lower_program
@@ -48,12 +49,17 @@ def _(backend_id: str, edge_program: ExportedProgram,
 @to_backend.register
 def _(edge_program: ExportedProgram, partitioner_instance: Partitioner) -> ExportedProgram:
     check_versions()
-    return with_stack_room(lower_program, edge_program, partitioner_instance)
+    phases.edge_stage_done()
+    with phases.phase("to_backend"):
+        return with_stack_room(lower_program, edge_program, partitioner_instance)
 
 
 def _lower_spec(spec) -> Dict[str, ExportedProgram]:
     check_versions()
-    return with_stack_room(lower_methods, spec.method_to_edge_program, spec.method_to_partitioner)
+    phases.edge_stage_done()
+    with phases.phase("to_backend"):
+        return with_stack_room(lower_methods, spec.method_to_edge_program,
+                               spec.method_to_partitioner)
 
 
 to_backend.register(MethodProgramsPartitionerSpec, _lower_spec)

@@ -94,3 +94,23 @@ def quiet_torch(debug: bool) -> None:
 
     if not debug:
         logging.getLogger("torch").setLevel(logging.ERROR)
+
+
+@contextmanager
+def phase_lines(show: bool) -> Iterator[None]:
+    """While the block runs, the lowering's phases (``fastlower.phases``: what is running,
+    then its elapsed time) as lines on stderr, when ``show``; removed afterwards."""
+    if not show:
+        yield
+        return
+    logger = logging.getLogger("fastlower.phases")
+    saved = logger.level
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("fastlower: %(message)s"))
+    logger.addHandler(handler)
+    logger.setLevel(logging.INFO)
+    try:
+        yield
+    finally:
+        logger.removeHandler(handler)
+        logger.setLevel(saved)

@@ -21,6 +21,15 @@ from __future__ import annotations
 from typing import Any, Dict, Optional, Sequence, Tuple
 
 
+def add_note(error: BaseException, note: str) -> None:
+    """PEP 678's ``error.add_note(note)``; on Python 3.10, which has no ``add_note``, the
+    note is kept in ``__notes__`` alone (not printed under the traceback)."""
+    if hasattr(error, "add_note"):
+        error.add_note(note)
+    else:
+        error.__notes__ = [*getattr(error, "__notes__", ()), note]
+
+
 class FastlowerError(Exception):
     """Base class of every error fastlower raises on purpose."""
 
@@ -64,7 +73,7 @@ class PartitionContractError(FastlowerError, RuntimeError):
         if tag is not None:
             where.append(f"tag '{tag}'")
         if detail:  # (errors without a reference counterpart say it all in their message)
-            self.add_note(f"fastlower: [{rule}] " + (", ".join(where) + ": " if where else "")
+            add_note(self, f"fastlower: [{rule}] " + (", ".join(where) + ": " if where else "")
                           + detail)
 
     def __reduce__(self):  # subclasses take other __init__ arguments: rebuild from the state
@@ -180,7 +189,7 @@ class MethodWithoutProgramError(FastlowerError, AssertionError):
         self.methods = list(methods)
         self.node = None
         self.tag = None
-        self.add_note(f"fastlower: [{self.rule}] method '{method}' has a partitioner but no "
+        add_note(self, f"fastlower: [{self.rule}] method '{method}' has a partitioner but no "
                       f"program (the spec's programs are: "
                       f"{', '.join(map(repr, methods)) or 'none'})")
 
@@ -209,7 +218,7 @@ class BackendNotFoundError(FastlowerError, NotImplementedError):
         super().__init__(f"Backend {backend_id} was not found.")
         self.backend_id = backend_id
         self.known = sorted(known)
-        self.add_note(f"fastlower: known backends (BackendDetails subclasses): "
+        add_note(self, f"fastlower: known backends (BackendDetails subclasses): "
                       f"{', '.join(self.known) or 'none'}")
 
     def __reduce__(self):

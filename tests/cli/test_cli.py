@@ -2,6 +2,7 @@
 stderr, no traceback unless ``--debug``)."""
 
 import json
+import re
 import os
 import subprocess
 import sys
@@ -84,7 +85,14 @@ def test_lower_with_xnnpack_writes_the_pte_reports_and_checks_it(files, tmp_path
     assert fastlower.last_report().preprocess_runner == "fork pool, 2 workers"
     assert all(p["cache_hit"] is False for p in report["partitions"])
     with diskcache.Cache(str(preprocess_env)) as cache:
-        assert len(cache) == len(report["partitions"])
+        lowering = [key for key in cache.iterkeys() if cache.get(key, tag=True)[1] == "lowering"]
+        # one preprocess entry per partition; the lowering and to_executorch entries
+        assert (len(cache) - len(lowering), len(lowering)) == (len(report["partitions"]), 2)
+    # the same command again: both calls served from the lowering cache, the same .pte
+    first = pte.read_bytes()
+    code, out, err = _run(capsys, "lower", files["small"], "-o", pte, "--workers", 2)
+    assert code == 0, err
+    assert fastlower.last_report().lowering_cache == "hit" and pte.read_bytes() == first
 
 
 def test_lower_with_a_partitioner_class_and_no_cache(files, tmp_path, capsys, preprocess_env):
@@ -124,7 +132,8 @@ def test_a_failed_lowering_leaves_no_file_behind(files, tmp_path, capsys, prepro
     assert code == 1
     assert err.startswith("fastlower lower: lowering failed: ") and err.count("\n") == 1
     assert "Traceback" not in err
-    assert pte.read_bytes() == b"previous" and sorted(tmp_path.iterdir()) == [pte]
+    assert pte.read_bytes() == b"previous"
+    assert [p for p in tmp_path.iterdir() if p != preprocess_env] == [pte]
 
 
 def test_report_previews_the_bundled_decoder_without_preprocess(files, tmp_path, capsys,
@@ -323,3 +332,35 @@ def test_partitioners_with_arguments_in_order_and_the_llm_preset(files, tmp_path
 def test_bad_partitioner_specs_are_usage_errors(files, capsys, options, message):
     code, out, err = _run(capsys, "report", files["small"], *options)
     assert code == 2 and message in err and err.count("\n") == 1, err
+
+
+def test_verbose_lowering_says_each_phase_and_its_time(files, tmp_path, capsys, preprocess_env):
+    code, out, err = _run(capsys, "lower", files["small"], "-o", tmp_path / "s.pte", "-v",
+                          "--no-cache", "--workers", 1)
+    assert code == 0, err
+    lines = [line for line in err.splitlines() if line.startswith("fastlower: INFO: ")]
+    said = [line[len("fastlower: INFO: "):] for line in lines]
+    starts = [s for s in said if s.endswith(" ...")]
+    assert starts == ["to_edge_transform_and_lower ...",
+                      "edge stage (ExecuTorch's decompositions and passes) ...",
+                      "to_backend ...", "to_executorch ..."], said
+    timed = [s.split(":")[0] for s in said if re.fullmatch(r"[\w ]+: \d+\.\d s", s)]
+    assert timed[:4] == ["edge stage", "to_backend", "to_edge_transform_and_lower",
+                         "to_executorch"], said
+
+
+def test_phase_lines_are_shown_only_while_asked(capsys):
+    import logging
+
+    from fastlower import phases
+    from fastlower.console import phase_lines
+
+    with phase_lines(True), phases.edge_stage("to_edge_transform_and_lower"):
+        phases.edge_stage_done()
+    shown = capsys.readouterr().err.splitlines()
+    assert shown[0] == "fastlower: to_edge_transform_and_lower ..."
+    assert re.fullmatch(r"fastlower: edge stage: \d+\.\d s", shown[2])
+    with phase_lines(False), phases.phase("to_executorch"):
+        pass
+    assert capsys.readouterr().err == ""
+    assert logging.getLogger("fastlower.phases").handlers == []

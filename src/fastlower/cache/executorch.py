@@ -49,6 +49,7 @@ from .settings import LoweringCacheSettings, resolve
 from .store import LoweringStore
 
 from .. import dispatch as patch  # the entry points; fastlower.patch names this package
+from .. import phases
 from ..stack_room import stack_room
 
 log = logging.getLogger("fastlower.cache")
@@ -90,6 +91,12 @@ def executorch_key(manager: EdgeProgramManager, config: Optional[ExecutorchBacke
     return "executorch:" + canonical.hasher.hexdigest()
 
 
+def _reference(manager: EdgeProgramManager, config: Optional[ExecutorchBackendConfig]) -> Any:
+    """ExecuTorch's own ``to_executorch``, announced as a phase (:mod:`fastlower.phases`)."""
+    with phases.phase("to_executorch"):
+        return reference()(manager, config)
+
+
 def to_executorch(  # noqa (FLAKE8) C901
     self: EdgeProgramManager,
     config: Optional[ExecutorchBackendConfig] = None,
@@ -107,17 +114,17 @@ def to_executorch(  # noqa (FLAKE8) C901
     """
     settings = resolve()
     if settings.directory is None:
-        return reference()(self, config)
+        return _reference(self, config)
     start = time.perf_counter()
     try:
         key = executorch_key(self, config)
     except Uncacheable as why:
         log.debug("to_executorch not cached: %s", why)
-        return reference()(self, config)
+        return _reference(self, config)
     key_seconds = time.perf_counter() - start
     store = access.open_store(settings)
     if store is None:
-        return reference()(self, config)
+        return _reference(self, config)
     try:
         found = access.lookup(store, key)
         if found is not None and not settings.verify:
@@ -125,7 +132,7 @@ def to_executorch(  # noqa (FLAKE8) C901
             log.debug("to_executorch served from the cache (key %.3fs, load %.3fs)", key_seconds,
                       time.perf_counter() - start - key_seconds)
             return result
-        result = reference()(self, config)
+        result = _reference(self, config)
         payload = _payload(result)
         if found is not None:
             difference = _difference(payload, found[1])

@@ -49,6 +49,7 @@ from .errors import LoweringCacheVerificationError, Uncacheable
 from .key import LoweringKey, lowering_key, method_programs
 from .report import report_from_programs
 from .settings import LoweringCacheSettings, resolve
+from .. import phases
 from ..compat import check_versions
 from .store import LoweringStore
 
@@ -254,7 +255,8 @@ def _lower(programs: Any, args: Dict[str, Any]) -> EdgeProgramManager:
     """The reference's function with fastlower's ``to_backend`` (its preprocess cache)."""
     from ..api import to_backend as fastlower_to_backend
 
-    with patch.routed({"to_backend": fastlower_to_backend}):
+    with patch.routed({"to_backend": fastlower_to_backend}), \
+            phases.edge_stage("to_edge_transform_and_lower"):
         # ExecuTorch's edge stage, then fastlower's to_backend, with room on the stack
         return with_stack_room(reference(), programs, **args)  # type: ignore[no-any-return]
 

@@ -37,7 +37,7 @@ import sys
 import traceback
 from typing import Any, Callable, List, Optional
 
-from ..console import command_logging, script_logging
+from ..console import command_logging, phase_lines, script_logging
 from ..stack_room import with_stack_room
 from .common import (
     ENV_CACHE_DIR, EXIT_FAILED, EXIT_MISMATCH, EXIT_OK, EXIT_USAGE, UsageError, cache_dir_for,
@@ -58,7 +58,10 @@ def main(argv: Optional[List[str]] = None) -> int:
     args = parser.parse_args(argv)
     run: Callable[[Any], int] = args.run
     logging_for = script_logging if args.command == "run" else command_logging
-    with logging_for(args.debug, args.verbose - args.quiet):
+    verbosity = args.verbose - args.quiet
+    # on a terminal, what is running and for how long (with -v the log says it anyway)
+    phases_shown = verbosity == 0 and not args.debug and sys.stderr.isatty()
+    with logging_for(args.debug, verbosity), phase_lines(phases_shown):
         try:
             # the command, its imports and the script `fastlower run` runs, with room on
             # CPython's frame stack: from fastlower's frames, importing ExecuTorch alone

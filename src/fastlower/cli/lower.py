@@ -23,7 +23,7 @@ def cmd_lower(args: argparse.Namespace) -> int:
     if not output.parent.exists():
         raise UsageError(f"{args.output}: folder {output.parent} does not exist")
     quiet_torch(args.debug)
-    from executorch.exir import to_edge_transform_and_lower
+    import executorch.exir
 
     from ..patch import installed
     from ..report import json as report_json
@@ -34,12 +34,14 @@ def cmd_lower(args: argparse.Namespace) -> int:
     steps = Steps(["lower", "to_executorch", "write"] + (["check"] if args.check else []))
     try:
         start = time.perf_counter()
-        with steps.step("lower (to_edge_transform_and_lower)"), installed(), \
-                preprocess_settings(args):
-            edge = to_edge_transform_and_lower(program, partitioner=partitioners)
-        report = last_report()
-        with steps.step("to_executorch"):
-            buffer = edge.to_executorch().buffer
+        # ExecuTorch's entry points, looked up inside installed(): fastlower's, with both caches
+        with installed(), preprocess_settings(args):
+            with steps.step("lower (to_edge_transform_and_lower)"):
+                edge = executorch.exir.to_edge_transform_and_lower(program,
+                                                                   partitioner=partitioners)
+            report = last_report()
+            with steps.step("to_executorch"):
+                buffer = edge.to_executorch().buffer
         with steps.step("write"):
             report_json.write_atomic(output, bytes(buffer))
         total = time.perf_counter() - start

@@ -15,7 +15,7 @@ from __future__ import annotations
 import signal
 from typing import Dict, Optional, Sequence
 
-from ..errors import FastlowerError
+from ..errors import FastlowerError, add_note
 
 _SUBCLASSES: Dict[type, type] = {}
 
@@ -74,11 +74,11 @@ def backend_error(exc: BaseException, tag: str, backend_id: str, method: str) ->
         new.__dict__.update(getattr(exc, "__dict__", {}))
         new.args = exc.args
     except Exception:  # final classes, exotic layouts: keep the original, add a note
-        exc.add_note(where)
+        add_note(exc, where)
         return exc
     # the original's notes, in a list of the new exception's own
     new.__notes__ = list(getattr(exc, "__notes__", ()))
-    new.add_note(where)
+    add_note(new, where)
     new.tag, new.backend_id, new.method, new.original = tag, backend_id, method, exc
     new.__cause__ = exc
     new.__traceback__ = exc.__traceback__
