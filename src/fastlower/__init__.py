@@ -6,8 +6,9 @@ which pytest loads in every run of an environment that has fastlower) does not
 import torch and ExecuTorch.
 """
 
-from importlib import import_module
 from typing import TYPE_CHECKING, Any
+
+from ._lazy import lazy_exports
 
 _EXPORTS = {
     "to_backend": "api", "lower_with_report": "api",
@@ -28,22 +29,16 @@ _EXPORTS = {
 __all__ = sorted(_EXPORTS)
 
 
+_getattr, __dir__ = lazy_exports(__name__, _EXPORTS)
+
+
 def __getattr__(name: str) -> Any:
     if name == "__version__":  # the installed distribution's, read without importing torch
         from importlib.metadata import version
 
         globals()[name] = version("fastlower")
         return globals()[name]
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module 'fastlower' has no attribute {name!r}")
-    value = getattr(import_module(f".{module}", __name__), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__():
-    return sorted(set(globals()) | set(_EXPORTS))
+    return _getattr(name)
 
 
 if TYPE_CHECKING:  # pragma: no cover

@@ -17,8 +17,9 @@ entry point), ``execution`` (its execution programs, made when first read), ``ad
 (info / clear).
 """
 
-from importlib import import_module
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from .._lazy import lazy_exports
 
 _EXPORTS = {
     "to_edge_transform_and_lower": "lowering", "to_executorch": "executorch",
@@ -28,19 +29,8 @@ _EXPORTS = {
 
 __all__ = sorted(_EXPORTS)
 
-
-def __getattr__(name: str) -> Any:
-    """The public names, imported on first use: ``info`` / ``clear`` need no torch."""
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module 'fastlower.cache' has no attribute {name!r}")
-    value = getattr(import_module(f".{module}", __name__), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__():
-    return sorted(set(globals()) | set(_EXPORTS))
+# imported on first use: ``info`` / ``clear`` need no torch
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
 
 
 if TYPE_CHECKING:  # pragma: no cover
