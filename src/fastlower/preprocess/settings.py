@@ -20,7 +20,7 @@ option             environment variable        default
 ``executor``       (none)                      fastlower's fork pool of ``workers``
                                                processes
 ``cache_dir``      ``FASTLOWER_CACHE_DIR=DIR`` no cache
-``cache_size``     ``FASTLOWER_CACHE_SIZE=B``  2 GB (bytes; least-recently-used eviction)
+``cache_size``     ``FASTLOWER_CACHE_SIZE=B``  2 GiB (bytes; least-recently-used eviction)
 ``verify``         ``FASTLOWER_CACHE_VERIFY=1`` off: a hit is trusted
 ``cache_key_file`` ``FASTLOWER_CACHE_KEY_FILE`` the user's own key (``fastlower.trust``)
 ``progress``       ``FASTLOWER_PROGRESS=1|0``  a bar only when stderr is a terminal
