@@ -25,9 +25,9 @@ def builds(monkeypatch):
     count = {"n": 0}
     real = sp.build_index
 
-    def counting(graph, wanted):
+    def counting(graph, wanted, metas=None):
         count["n"] += 1
-        return real(graph, wanted)
+        return real(graph, wanted, metas)
 
     monkeypatch.setattr(sp, "build_index", counting)
     return count
