@@ -13,8 +13,8 @@ from torch.fx.passes.utils import source_matcher_utils
 import fastlower.partitioners as fp
 from fastlower.partitioners import source_partitions as sp
 
-from .source_graphs import (canonical, random_edit, random_filter, random_source_graph,
-                            random_wanted)
+from .source_graphs import (canonical, edit_steps_match, random_edit, random_filter,
+                            random_source_graph, random_wanted)
 
 REFERENCE = sp.reference_get_source_partitions
 
@@ -56,16 +56,8 @@ def test_edits_between_calls(seed, builds):
     """Random edits through torch.fx's API between calls: never a stale answer."""
     rng = random.Random(1000 + seed)
     gm = random_source_graph(rng, rng.randint(20, 100))
-    wanted = [random_wanted(rng) for _ in range(2)]
-    edits = 0
     with fp.accelerated():
-        for step in range(25):
-            for w in wanted:
-                filter_fn = random_filter(rng)
-                assert canonical(_native(gm.graph, w, filter_fn)) == canonical(
-                    REFERENCE(gm.graph, w, filter_fn)), f"step {step}"
-            edits += random_edit(rng, gm) != "none"
-    assert edits > 5
+        assert edit_steps_match(rng, gm, random_edit, _native, REFERENCE) > 5
 
 
 def test_edit_then_undo_keeps_the_index(builds):
