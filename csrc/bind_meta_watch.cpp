@@ -1,12 +1,15 @@
 // Area "meta watch": MetaWatch (twin: fastlower/_twin/meta_watch.py).
 //
 // Whether anything torch.fx's get_source_partitions reads from the nodes' ``meta`` dicts
-// may have changed since the watch was made, in O(nodes) pointer and integer compares:
-// a dict's ``ma_version_tag`` (PEP 509; CPython 3.11 bumps it on every change of the
-// dict) covers the ``meta`` dict and the ``nn_module_stack`` dict, a list's size and last
-// item cover an in-place edit of a ``source_fn_stack`` list.  Everything else read is a
+// may have changed since the watch was made, in O(nodes) pointer and integer compares.
+// A ``meta`` dict whose version tag (PEP 509; CPython 3.11 bumps it on every change of the
+// dict) is unchanged was not written; one that was written is looked at: the values of
+// ``source_fn_stack``, ``torch_fn`` and ``nn_module_stack`` must be the same objects (then
+// its new version is recorded, so a write of another key, which partitioners make, costs
+// one look).  A ``source_fn_stack`` list is checked by size and last item and an
+// ``nn_module_stack`` dict by its version tag (in-place edits); everything else read is a
 // tuple (immutable).  Values of another type are declined (Unsupported): the caller then
-// keeps no index.  More conservative than the twin (any write into ``meta`` counts).
+// keeps no index.  The twin compares the same identities on every node.
 #include <Python.h>
 
 #include <cstdint>
@@ -24,9 +27,10 @@ namespace fastlower {
 namespace {
 
 struct Watched {
-    py::object meta, stack, stack_last, module_stack;  // strong refs: no address reuse
+    // strong refs: no address reuse; stack/torch_fn/module_stack are None when absent
+    py::object meta, stack, stack_last, torch_fn, module_stack;
     uint64_t meta_version = 0, module_version = 0;
-    Py_ssize_t stack_size = -1;  // -1: no list to watch
+    Py_ssize_t stack_size = -1;  // -1: not a list
 };
 
 uint64_t version_of(PyObject *dict) { return reinterpret_cast<PyDictObject *>(dict)->ma_version_tag; }
@@ -45,13 +49,13 @@ Watched watch(py::handle meta) {
     w.meta = py::reinterpret_borrow<py::object>(meta);
     w.meta_version = version_of(meta.ptr());
     py::object stack = get(meta.ptr(), "source_fn_stack");
+    w.stack = stack;
     if (PyList_CheckExact(stack.ptr())) {
         w.stack_size = PyList_GET_SIZE(stack.ptr());
         if (w.stack_size > 0) {
             w.stack_last = py::reinterpret_borrow<py::object>(PyList_GET_ITEM(stack.ptr(), w.stack_size - 1));
             if (!PyTuple_CheckExact(w.stack_last.ptr())) decline("source_fn_stack[-1] is not a tuple");
         }
-        w.stack = stack;
     } else if (PyTuple_CheckExact(stack.ptr())) {
         Py_ssize_t size = PyTuple_GET_SIZE(stack.ptr());
         if (size > 0 && !PyTuple_CheckExact(PyTuple_GET_ITEM(stack.ptr(), size - 1)))
@@ -61,17 +65,18 @@ Watched watch(py::handle meta) {
     }
     py::object torch_fn = get(meta.ptr(), "torch_fn");
     if (!torch_fn.is_none() && !PyTuple_CheckExact(torch_fn.ptr())) decline("torch_fn is not a tuple");
+    w.torch_fn = torch_fn;
     py::object modules = get(meta.ptr(), "nn_module_stack");
     if (PyDict_CheckExact(modules.ptr())) {
         PyObject *key, *value;
         Py_ssize_t pos = 0;
         while (PyDict_Next(modules.ptr(), &pos, &key, &value))
             if (!PyTuple_CheckExact(value)) decline("an nn_module_stack value is not a tuple");
-        w.module_stack = modules;
         w.module_version = version_of(modules.ptr());
     } else if (!modules.is_none()) {
         decline("nn_module_stack is not a dict");
     }
+    w.module_stack = modules;
     return w;
 }
 
@@ -81,16 +86,25 @@ public:
         for (py::handle meta : metas) watched_.push_back(watch(meta));
     }
 
-    bool unchanged() const {
-        for (const Watched &w : watched_) {
-            if (version_of(w.meta.ptr()) != w.meta_version) return false;
+    bool unchanged() {
+        for (Watched &w : watched_) {
+            const uint64_t version = version_of(w.meta.ptr());
+            if (version != w.meta_version) {  // written: are the values read the same?
+                PyObject *meta = w.meta.ptr();
+                if (get(meta, "source_fn_stack").ptr() != w.stack.ptr() ||
+                    get(meta, "torch_fn").ptr() != w.torch_fn.ptr() ||
+                    get(meta, "nn_module_stack").ptr() != w.module_stack.ptr())
+                    return false;
+                w.meta_version = version;
+            }
             if (w.stack_size >= 0) {
                 PyObject *stack = w.stack.ptr();
                 if (PyList_GET_SIZE(stack) != w.stack_size) return false;
                 if (w.stack_size > 0 && PyList_GET_ITEM(stack, w.stack_size - 1) != w.stack_last.ptr())
                     return false;
             }
-            if (w.module_stack && version_of(w.module_stack.ptr()) != w.module_version) return false;
+            if (PyDict_CheckExact(w.module_stack.ptr()) && version_of(w.module_stack.ptr()) != w.module_version)
+                return false;
         }
         return true;
     }

@@ -157,3 +157,20 @@ def test_holder_lookup_matches_a_scan():
                         scanned = part
             assert holder is scanned
     assert sp.partitions_and_holder(gm.graph, wanted, node) is None  # outside: not answered
+
+
+def test_writes_of_other_meta_keys_keep_the_index(builds):
+    """Partitioners write their own keys into node.meta between lookups: the index stays;
+    a write of a key get_source_partitions reads drops it."""
+    gm = random_source_graph(random.Random(13), 60)
+    nodes = [n for n in gm.graph.nodes if n.op == "call_function"]
+    with fp.accelerated():
+        first = canonical(_native(gm.graph, ["relu", "add"]))
+        for node in nodes:
+            node.meta["delegation_tag"] = "tag0"
+        assert canonical(_native(gm.graph, ["relu", "add"])) == first
+        assert builds["n"] == 1
+        nodes[0].meta["source_fn_stack"] = [("fresh", "relu")]
+        assert canonical(_native(gm.graph, ["relu", "add"])) == canonical(
+            REFERENCE(gm.graph, ["relu", "add"]))
+        assert builds["n"] == 2
