@@ -53,11 +53,10 @@ _NO_MATCH = object()
 class SourceIndex:
     """``get_source_partitions(graph, wanted)`` of one graph state, before ``filter_fn``."""
 
-    __slots__ = ("wanted", "modules", "fields", "_holder")
+    __slots__ = ("wanted", "fields", "_holder")
 
     def __init__(self, wanted: tuple, modules: Dict[Any, Dict[Any, List[Node]]]) -> None:
         self.wanted = wanted  # keeps the wanted objects alive: the cache key holds their ids
-        self.modules = modules
         # per source, per partition (fqn order): nodes, source, inputs, outputs, params
         self.fields: Dict[Any, List[tuple]] = {
             source: [_partition_fields(nodes, source) for nodes in by_fqn.values()]
@@ -176,7 +175,7 @@ def _index(graph: Any, wanted_sources: Any) -> Optional[SourceIndex]:
     if cache is None:
         cache = scope.graphs[graph] = graph_edits.GraphCache()
     else:
-        cache.unchanged()  # drops the graph's indexes if an edit is still in place
+        cache.unchanged()  # drops the graph's indexes if an edit or a meta write shows
     key = tuple(map(id, wanted_sources))
     index = cache.results.get(key)
     if index is None:
