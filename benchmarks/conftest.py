@@ -45,17 +45,23 @@ def pytest_addoption(parser):
     group.addoption("--user-tal-layers", default="8,32",
                     help="layers of the to_edge_transform_and_lower-path cases (default 8,32)")
     group.addoption("--user-vulkan-layers", default="8,32",
-                    help="layers of the VulkanPartitioner cases (default 8,32)")
+                    help="layers of the VulkanPartitioner and CoreMLPartitioner cases "
+                         "(default 8,32)")
     group.addoption("--user-models", default="executorch_llama,hf_llama",
                     help="user models of the XNNPACK cases (executorch_llama,hf_llama,hf_gpt2)")
     group.addoption("--user-vulkan-models", default="executorch_llama",
-                    help="user models of the Vulkan cases")
+                    help="user models of the Vulkan and CoreML cases")
     group.addoption("--user-paths", default="to_edge,tal", help="export paths (to_edge,tal)")
-    group.addoption("--user-partitioners", default="xnnpack,vulkan", help="xnnpack,vulkan")
+    group.addoption("--user-partitioners", default="xnnpack,vulkan",
+                    help="xnnpack,vulkan,coreml")
     group.addoption("--user-ref-max-layers", type=int, default=32,
                     help="skip reference user-model cases above this many layers (default 32)")
     group.addoption("--user-json", default=None,
                     help="where the user-model benchmark writes its summary")
+    group.addoption("--hooks-model", default="stories110M",
+                    help="model shape of the torch.fx hooks benchmark (stories110M, small)")
+    group.addoption("--hooks-rounds", type=int, default=3,
+                    help="rounds (one installed + one uninstalled run each) of that benchmark")
     group.addoption("--memory-layers", type=int, default=11,
                     help="decoder layers of the large-weight memory benchmark "
                          "(dim 1024; default 11)")

@@ -9,7 +9,8 @@ the pristine program per call (made outside the timing), tags compared after eac
   Hugging Face decoders built from a config (``hf_llama``, ``hf_gpt2``), dim 64;
 * paths: ``to_edge`` (plain ``to_edge`` then ``to_backend``: linear decomposed into
   permute + addmm) and ``tal`` (the program ``to_edge_transform_and_lower`` partitions);
-* partitioners: ``XnnpackPartitioner()`` and ``VulkanPartitioner()`` (if importable).
+* partitioners: ``XnnpackPartitioner()``, ``VulkanPartitioner()`` and ``CoreMLPartitioner()``
+  (the last two torch.fx ``CapabilityBasedPartitioner``-based; each if importable).
 
 Ids: ``<partitioner>-<path>-<model>-L<layers>-<impl>``.  ``test_user_models_summary``
 prints the table (ratio = reference / fastlower), fastlower's log-log slope per series
@@ -44,6 +45,10 @@ def _partitioner(kind: str):
         from executorch.backends.xnnpack.partition.xnnpack_partitioner import XnnpackPartitioner
 
         return XnnpackPartitioner()
+    if kind == "coreml":
+        from executorch.backends.apple.coreml.partition import CoreMLPartitioner
+
+        return CoreMLPartitioner()
     from executorch.backends.vulkan.partitioner.vulkan_partitioner import VulkanPartitioner
 
     return VulkanPartitioner()
@@ -64,11 +69,12 @@ def pytest_generate_tests(metafunc):
     cases = []
     for part in _csv(cfg, "--user-partitioners"):
         for path in _csv(cfg, "--user-paths"):
-            sizes = vulkan_layers if part == "vulkan" else (tal_layers if path == "tal" else layers)
-            models = (_csv(cfg, "--user-vulkan-models") if part == "vulkan"
+            capability = part in ("vulkan", "coreml")
+            sizes = vulkan_layers if capability else (tal_layers if path == "tal" else layers)
+            models = (_csv(cfg, "--user-vulkan-models") if capability
                       else _csv(cfg, "--user-models"))
-            if part == "vulkan" and path == "tal":
-                # Vulkan keeps no op from decomposition: both paths partition the same program
+            if capability and path == "tal":
+                # only XNNPACK's tal program differs (linear kept): the others run on to_edge
                 continue
             for model in models:
                 for n in sizes:
@@ -84,10 +90,10 @@ class _Programs:
     """Pristine programs per (partitioner, path, model, layers), built once per session."""
 
     def __init__(self) -> None:
-        self._cache: Dict[Tuple[str, str, str, int], Any] = {}
+        self._cache: Dict[Tuple[str, str, str, int], Any] = {}  # (part, path, model, n)
 
     def pristine(self, part: str, path: str, model: str, n: int):
-        key = (part, path, model, n)
+        key = (part if path == "tal" else "", path, model, n)  # to_edge: one for all
         if key not in self._cache:
             from fastlower.examples import user_models
 
@@ -149,6 +155,8 @@ def test_user_partition(benchmark, ucase, user_programs):
     part, path, model, n, impl = ucase
     if part == "vulkan":
         pytest.importorskip("executorch.backends.vulkan.partitioner.vulkan_partitioner")
+    if part == "coreml":
+        pytest.importorskip("executorch.backends.apple.coreml.partition")
     if model.startswith("hf_"):
         pytest.importorskip("transformers")
     logging.disable(logging.WARNING)  # XnnpackPartitioner logs on every call

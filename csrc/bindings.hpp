@@ -16,5 +16,6 @@ void register_identity(py::module_ &m);
 void register_namespace(py::module_ &m);
 void register_fusion(py::module_ &m);
 void register_partition(py::module_ &m);
+void register_meta_watch(py::module_ &m);
 
 }  // namespace fastlower

@@ -10,4 +10,5 @@ PYBIND11_MODULE(_core, m) {
     fastlower::register_namespace(m);
     fastlower::register_fusion(m);
     fastlower::register_partition(m);
+    fastlower::register_meta_watch(m);
 }

@@ -1,5 +1,6 @@
 // torch.fx CapabilityBasedPartitioner.propose_partitions, exactly (partition.hpp);
-// follows fastlower/_twin/partition.py step by step (same names where possible).
+// follows fastlower/_twin/capability.py step by step (its module doc says what is
+// skipped and why the answers stay the reference's).
 #include <algorithm>
 #include <unordered_set>
 
@@ -28,7 +29,6 @@ ProposedPartitions propose_capability_partitions(const PartitionGraph &g, bool a
     uint32_t stamp = 0;
     std::vector<I> stack;
     std::vector<uint32_t> pid_seen;      // by partition id
-    std::vector<uint32_t> pid_expanded;  // by partition id: its map was added (same stamp)
     uint32_t pid_stamp = 0;
 
     auto next_stamp = [&]() {
@@ -41,64 +41,37 @@ ProposedPartitions propose_capability_partitions(const PartitionGraph &g, bool a
     auto next_pid_stamp = [&]() {
         if (++pid_stamp == 0) {
             std::fill(pid_seen.begin(), pid_seen.end(), 0);
-            std::fill(pid_expanded.begin(), pid_expanded.end(), 0);
             pid_stamp = 1;
         }
         return pid_stamp;
     };
 
-    // partitions with a node reachable from `starts` (inclusive) and their maps, minus sources
-    auto downstream_partitions = [&](const std::vector<I> &starts, I src_a, I src_b, std::vector<I> &found) {
-        found.clear();
+    // Breadth-first over the users of `starts` (inclusive), each node once.  Returns true
+    // at the first node of partition a or b, or of a partition whose map holds a or b (the
+    // reference's cycle test; breadth first finds a hit after fewer nodes, the answer is
+    // the same).  Otherwise `reached` is every partition with a node in that closure.
+    std::vector<I> reached;
+    auto search = [&](const std::vector<I> &starts, I a, I b) {
         const uint32_t s = next_stamp();
         const uint32_t ps = next_pid_stamp();
-        auto add = [&](I t) {
-            if (pid_seen[t] != ps) {
-                pid_seen[t] = ps;
-                if (t != src_a && t != src_b) found.push_back(t);
-            }
-        };
+        reached.clear();
         stack.clear();
         for (I u : starts)
             if (seen[u] != s) {
                 seen[u] = s;
                 stack.push_back(u);
             }
-        while (!stack.empty()) {
-            I x = stack.back();
-            stack.pop_back();
+        for (size_t head = 0; head < stack.size(); ++head) {
+            I x = stack[head];
             I t = assignment[x];
-            if (t != -1 && pid_expanded[t] != ps) {  // a partition's map is added once
-                pid_expanded[t] = ps;
-                add(t);
-                for (I q : partition_map[t]) add(q);
-            }
-            for (const I *y = users.begin(x); y != users.end(x); ++y)
-                if (seen[*y] != s) {
-                    seen[*y] = s;
-                    stack.push_back(*y);
+            if (t != -1) {
+                if (t == a || t == b) return true;
+                if (pid_seen[t] != ps) {
+                    const auto &pm = partition_map[t];
+                    if (pm.count(a) || pm.count(b)) return true;  // maps never hold -1
+                    pid_seen[t] = ps;
+                    reached.push_back(t);
                 }
-        }
-    };
-
-    auto finds_cycle = [&](const std::vector<I> &starts, I self_id, I other_id) {
-        const uint32_t s = next_stamp();
-        const uint32_t ps = next_pid_stamp();
-        stack.clear();
-        for (I u : starts)
-            if (seen[u] != s) {
-                seen[u] = s;
-                stack.push_back(u);
-            }
-        while (!stack.empty()) {
-            I x = stack.back();
-            stack.pop_back();
-            I t = assignment[x];
-            if (t == self_id || t == other_id) return true;
-            if (t != -1 && pid_seen[t] != ps) {
-                const auto &pm = partition_map[t];
-                if (pm.count(self_id) || pm.count(other_id)) return true;
-                pid_seen[t] = ps;
             }
             for (const I *y = users.begin(x); y != users.end(x); ++y)
                 if (seen[*y] != s) {
@@ -109,7 +82,18 @@ ProposedPartitions propose_capability_partitions(const PartitionGraph &g, bool a
         return false;
     };
 
-    std::vector<I> all_user_nodes, found;
+    // downstream_partitions of the reference from `reached`: each partition and its map,
+    // live ids only (an absorbed id never comes back, and maps are only asked about live
+    // ids), minus the sources
+    auto add_downstream = [&](std::unordered_set<I> &dst, I src_a, I src_b) {
+        for (I t : reached) {
+            if (t != src_a && t != src_b) dst.insert(t);
+            for (I q : partition_map[t])
+                if (alive[q] && q != src_a && q != src_b) dst.insert(q);
+        }
+    };
+
+    std::vector<I> all_user_nodes;
     auto maybe_merge = [&](I self_id, I other_id, bool &merged) -> I {
         merged = false;
         // union of both user sets minus both partitions' nodes
@@ -121,7 +105,10 @@ ProposedPartitions propose_capability_partitions(const PartitionGraph &g, bool a
                     seen[u] = s;
                     if (assignment[u] != self_id && assignment[u] != other_id) all_user_nodes.push_back(u);
                 }
-        if (finds_cycle(all_user_nodes, self_id, other_id)) return self_id;
+        // no cycle: the search saw the whole closure, none of it in either partition, so
+        // the merge below relabels none of it and `reached` is the merged partition's
+        // downstream set too
+        if (search(all_user_nodes, self_id, other_id)) return self_id;
         I merge_id = self_id, removed_id = other_id;
         if (parts[self_id].size() < parts[other_id].size()) std::swap(merge_id, removed_id);
         for (I x : parts[removed_id]) {
@@ -131,16 +118,13 @@ ProposedPartitions propose_capability_partitions(const PartitionGraph &g, bool a
         std::vector<I>().swap(parts[removed_id]);
         alive[removed_id] = 0;
         partitions_order[merge_id] = std::min(partitions_order[merge_id], partitions_order[removed_id]);
-        {
-            auto &dst = partition_map[merge_id];
-            for (I q : partition_map[removed_id]) dst.insert(q);
-            std::unordered_set<I>().swap(partition_map[removed_id]);
-        }
+        auto &dst = partition_map[merge_id];
+        for (I q : partition_map[removed_id])
+            if (alive[q]) dst.insert(q);
+        std::unordered_set<I>().swap(partition_map[removed_id]);
         partition_users[merge_id] = all_user_nodes;
         std::vector<I>().swap(partition_users[removed_id]);
-        downstream_partitions(all_user_nodes, merge_id, removed_id, found);
-        auto &dst = partition_map[merge_id];
-        for (I q : found) dst.insert(q);
+        add_downstream(dst, merge_id, removed_id);
         dst.erase(merge_id);
         dst.erase(removed_id);
         merged = true;
@@ -160,13 +144,12 @@ ProposedPartitions propose_capability_partitions(const PartitionGraph &g, bool a
             partition_map.emplace_back();
             partitions_order.push_back(pid);
             pid_seen.push_back(0);
-            pid_expanded.push_back(0);
             assignment[i] = pid;
             user_list.assign(users.begin(i), users.end(i));
             // set(node.users): users lists have no duplicates (dict keys)
             partition_users.emplace_back(user_list);
-            downstream_partitions(user_list, pid, pid, found);
-            for (I q : found) partition_map[pid].insert(q);
+            search(user_list, -1, -1);  // no partition is -1: the whole closure
+            add_downstream(partition_map[pid], pid, pid);
             live.push_back(pid);
             candidates.push_back(pid);
             created = true;

@@ -1,4 +1,4 @@
-"""Types of the native core ``fastlower._core`` (csrc/, pybind11), interface 8.
+"""Types of the native core ``fastlower._core`` (csrc/, pybind11), interface 9.
 
 Each function and class has a pure-Python twin in ``fastlower._twin`` with the same
 signature and results; the integer arrays are node ids, op codes and tag ids of the
@@ -180,3 +180,16 @@ class FusionSimulator:
     def fake(self) -> _NodeView[int]: ...
     @property
     def prio(self) -> _NodeView[int]: ...
+
+# -- meta watch --------------------------------------------------------------------------
+
+class MetaWatch:
+    """Whether the get_source_partitions metadata of some nodes may have changed."""
+
+    def __init__(self, metas: Iterable[object]) -> None:
+        """Watch these ``node.meta`` dicts; Unsupported for a value of an unexpected type."""
+
+    def unchanged(self) -> bool:
+        """False if anything get_source_partitions reads may have changed since."""
+
+    def __len__(self) -> int: ...

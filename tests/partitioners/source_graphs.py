@@ -141,5 +141,22 @@ def random_edit(rng: random.Random, gm: GraphModule) -> str:
     return kind
 
 
+def edit_steps_match(rng: random.Random, gm: GraphModule, edit: Callable[..., str],
+                     native: Callable[..., Any], reference: Callable[..., Any],
+                     with_filters: bool = True, steps: int = 25) -> int:
+    """``steps`` rounds of: two ``wanted_sources`` asked through ``native`` and
+    ``reference`` (same answers asserted), then ``edit(rng, gm)``; returns how many edits
+    were made."""
+    wanted = [random_wanted(rng) for _ in range(2)]
+    edits = 0
+    for step in range(steps):
+        for w in wanted:
+            filter_fn = random_filter(rng) if with_filters else None
+            assert canonical(native(gm.graph, w, filter_fn)) == canonical(
+                reference(gm.graph, w, filter_fn)), f"step {step}"
+        edits += edit(rng, gm) != "none"
+    return edits
+
+
 def _index(node: Node) -> int:
     return list(node.graph.nodes).index(node)

@@ -13,8 +13,8 @@ from torch.fx.passes.utils import source_matcher_utils
 import fastlower.partitioners as fp
 from fastlower.partitioners import source_partitions as sp
 
-from .source_graphs import (canonical, random_edit, random_filter, random_source_graph,
-                            random_wanted)
+from .source_graphs import (canonical, edit_steps_match, random_edit, random_filter,
+                            random_source_graph, random_wanted)
 
 REFERENCE = sp.reference_get_source_partitions
 
@@ -25,9 +25,9 @@ def builds(monkeypatch):
     count = {"n": 0}
     real = sp.build_index
 
-    def counting(graph, wanted):
+    def counting(graph, wanted, metas=None):
         count["n"] += 1
-        return real(graph, wanted)
+        return real(graph, wanted, metas)
 
     monkeypatch.setattr(sp, "build_index", counting)
     return count
@@ -56,16 +56,8 @@ def test_edits_between_calls(seed, builds):
     """Random edits through torch.fx's API between calls: never a stale answer."""
     rng = random.Random(1000 + seed)
     gm = random_source_graph(rng, rng.randint(20, 100))
-    wanted = [random_wanted(rng) for _ in range(2)]
-    edits = 0
     with fp.accelerated():
-        for step in range(25):
-            for w in wanted:
-                filter_fn = random_filter(rng)
-                assert canonical(_native(gm.graph, w, filter_fn)) == canonical(
-                    REFERENCE(gm.graph, w, filter_fn)), f"step {step}"
-            edits += random_edit(rng, gm) != "none"
-    assert edits > 5
+        assert edit_steps_match(rng, gm, random_edit, _native, REFERENCE) > 5
 
 
 def test_edit_then_undo_keeps_the_index(builds):
@@ -165,3 +157,20 @@ def test_holder_lookup_matches_a_scan():
                         scanned = part
             assert holder is scanned
     assert sp.partitions_and_holder(gm.graph, wanted, node) is None  # outside: not answered
+
+
+def test_writes_of_other_meta_keys_keep_the_index(builds):
+    """Partitioners write their own keys into node.meta between lookups: the index stays;
+    a write of a key get_source_partitions reads drops it."""
+    gm = random_source_graph(random.Random(13), 60)
+    nodes = [n for n in gm.graph.nodes if n.op == "call_function"]
+    with fp.accelerated():
+        first = canonical(_native(gm.graph, ["relu", "add"]))
+        for node in nodes:
+            node.meta["delegation_tag"] = "tag0"
+        assert canonical(_native(gm.graph, ["relu", "add"])) == first
+        assert builds["n"] == 1
+        nodes[0].meta["source_fn_stack"] = [("fresh", "relu")]
+        assert canonical(_native(gm.graph, ["relu", "add"])) == canonical(
+            REFERENCE(gm.graph, ["relu", "add"]))
+        assert builds["n"] == 2

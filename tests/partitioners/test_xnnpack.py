@@ -186,3 +186,14 @@ def test_vulkan_tags_plain_to_edge():
 
     program = edge_program("executorch_llama", 1)
     assert _same_tags(vulkan.VulkanPartitioner(), program) >= 1
+
+
+def test_coreml_tags_plain_to_edge(native_calls):
+    """CoreMLPartitioner (torch.fx's CapabilityBasedPartitioner underneath, one partition
+    per connected supported region)."""
+    coreml = pytest.importorskip("executorch.backends.apple.coreml.partition")
+    from fastlower.examples.user_models import edge_program
+
+    program = edge_program("executorch_llama", 2)
+    assert _same_tags(coreml.CoreMLPartitioner(), program) >= 1
+    assert native_calls == ["capability"]

@@ -1,6 +1,7 @@
 """Canonical partitioners' ``propose_partitions``, without transitive closures.
 
-Twin of csrc/partition_capability.cpp and csrc/partition_group.cpp.  Two algorithms
+Twin of csrc/partition_capability.cpp (its algorithm lives in :mod:`.capability`) and
+csrc/partition_group.cpp.  Two algorithms
 reproduce, exactly, the partitions of
 
 * torch.fx ``CapabilityBasedPartitioner.propose_partitions`` (torch 2.13) and
@@ -31,11 +32,14 @@ partitioner's own partition-to-partition map, which the reference keeps too).
 
 from __future__ import annotations
 
-from typing import Dict, List, Sequence, Set, Tuple
+from typing import Dict, List, Sequence, Tuple
 
+from .capability import propose_capability_partitions
 from .partition_checks import _check_inputs, _check_nodes, _group_of_nodes
 
 PartitionsResult = Tuple[List[int], List[List[int]], List[int]]
+
+__all__ = ["propose_capability_partitions", "propose_group_partitions", "PartitionsResult"]
 
 
 def _filter_single_node(parts: Dict[int, List[int]], compute_weight: Sequence[int],
@@ -44,186 +48,6 @@ def _filter_single_node(parts: Dict[int, List[int]], compute_weight: Sequence[in
         return
     for pid in [p for p, nodes in parts.items() if sum(compute_weight[m] for m in nodes) <= 1]:
         del parts[pid]
-
-
-# ----------------------------------------------------------------------------- capability
-
-
-def propose_capability_partitions(users_offsets: Sequence[int], users: Sequence[int],
-                                  is_getitem: Sequence[bool], supported: Sequence[bool],
-                                  compute_weight: Sequence[int], allows_single_node_partition: bool,
-                                  skip_horizontal_fusion: bool) -> PartitionsResult:
-    """``CapabilityBasedPartitioner.propose_partitions`` on the flat encoding (see module doc)."""
-    n = _check_nodes(users_offsets, users, is_getitem, supported, compute_weight)
-
-    def users_of(i: int) -> Sequence[int]:
-        return users[users_offsets[i]:users_offsets[i + 1]]
-
-    assignment = [-1] * n
-    # partition id -> {node: has_order}; dicts keep the reference's insertion order
-    parts: Dict[int, Dict[int, bool]] = {}
-    partition_map: Dict[int, Set[int]] = {}
-    partitions_order: Dict[int, int] = {}
-    partition_users: Dict[int, Set[int]] = {}
-    seen = [0] * n
-    stamp = [0]
-
-    def reachable(starts) -> List[int]:
-        """Nodes reachable from ``starts`` (inclusive), each once."""
-        stamp[0] += 1
-        s = stamp[0]
-        stack = []
-        for u in starts:
-            if seen[u] != s:
-                seen[u] = s
-                stack.append(u)
-        out = []
-        while stack:
-            x = stack.pop()
-            out.append(x)
-            for y in users_of(x):
-                if seen[y] != s:
-                    seen[y] = s
-                    stack.append(y)
-        return out
-
-    def downstream_partitions(user_nodes, source_ids) -> Set[int]:
-        found: Set[int] = set()
-        expanded: Set[int] = set()  # a partition's map is added once
-        for x in reachable(user_nodes):
-            t = assignment[x]
-            if t != -1 and t not in expanded:
-                expanded.add(t)
-                found.add(t)
-                found.update(partition_map.get(t, ()))
-        found.difference_update(source_ids)
-        return found
-
-    def finds_cycle(all_user_nodes, self_id: int, other_id: int) -> bool:
-        stamp[0] += 1
-        s = stamp[0]
-        checked: Set[int] = set()
-        stack = []
-        for u in all_user_nodes:
-            if seen[u] != s:
-                seen[u] = s
-                stack.append(u)
-        while stack:
-            x = stack.pop()
-            t = assignment[x]
-            if t == self_id or t == other_id:
-                return True
-            if t != -1 and t not in checked:
-                pm = partition_map.get(t, ())
-                if self_id in pm or other_id in pm:
-                    return True
-                checked.add(t)
-            for y in users_of(x):
-                if seen[y] != s:
-                    seen[y] = s
-                    stack.append(y)
-        return False
-
-    def maybe_merge(self_id: int, other_id: int) -> Tuple[int, bool]:
-        self_nodes, other_nodes = parts[self_id], parts[other_id]
-        all_user_nodes = partition_users[self_id] | partition_users[other_id]
-        all_user_nodes = {u for u in all_user_nodes
-                          if assignment[u] != self_id and assignment[u] != other_id}
-        if finds_cycle(all_user_nodes, self_id, other_id):
-            return self_id, False
-        merge_id, removed_id = self_id, other_id
-        if len(self_nodes) < len(other_nodes):
-            merge_id, removed_id = removed_id, merge_id
-        parts[merge_id].update(parts[removed_id])
-        for m in parts[removed_id]:
-            assignment[m] = merge_id
-        del parts[removed_id]
-        partitions_order[merge_id] = min(partitions_order[merge_id], partitions_order[removed_id])
-        del partitions_order[removed_id]
-        merged_map = partition_map.get(merge_id, set()) | partition_map.pop(removed_id, set())
-        partition_users[merge_id] = all_user_nodes
-        del partition_users[removed_id]
-        merged_map.update(downstream_partitions(all_user_nodes, (merge_id, removed_id)))
-        merged_map.discard(merge_id)
-        merged_map.discard(removed_id)
-        partition_map[merge_id] = merged_map
-        return merge_id, True
-
-    next_id = 0
-    # A chain of merge attempts that merged nothing leaves the state as it was, so the
-    # same chain at the next node (no new partition) would merge nothing either.
-    dirty = False
-    for i in reversed(range(n)):
-        candidates: Dict[int, None] = {}
-        created = False
-        if supported[i] and assignment[i] == -1:
-            pid = next_id
-            next_id += 1
-            partitions_order[pid] = pid
-            assignment[i] = pid
-            parts[pid] = {i: True}
-            partition_users[pid] = set(users_of(i))
-            partition_map.setdefault(pid, set()).update(downstream_partitions(users_of(i), (pid,)))
-            candidates[pid] = None
-            created = True
-            dirty = True
-        if skip_horizontal_fusion:
-            if created:
-                for u in users_of(i):
-                    if assignment[u] != -1:
-                        candidates[assignment[u]] = None
-        elif dirty:
-            for pid in sorted(partitions_order, key=partitions_order.__getitem__):
-                candidates[pid] = None
-        else:
-            continue
-        chain = list(candidates)
-        merged_any = False
-        if len(chain) > 1:
-            self_id = chain[0]
-            for other_id in chain[1:]:
-                self_id, merged = maybe_merge(self_id, other_id)
-                merged_any = merged_any or merged
-        dirty = merged_any
-
-    # nodes were added in reverse topological order with order = position from the end;
-    # the reference sorts by descending order, i.e. back to graph order
-    for pid in parts:
-        parts[pid] = dict.fromkeys(sorted(parts[pid]), True)
-
-    rounds = 0
-    while True:
-        reassignment: Dict[int, int] = {}
-        for i in range(n):
-            us = users_of(i)
-            if all(is_getitem[u] for u in us):
-                pid = assignment[i]
-                for u in us:
-                    if assignment[u] != pid:
-                        reassignment[u] = pid
-        if not reassignment:
-            break
-        rounds += 1
-        if rounds > n + 1:
-            raise ValueError(f"node {next(iter(reassignment))}: getitem reassignment does not "
-                             "converge (a getitem node reads two tuple producers); the reference "
-                             "loops forever on this graph")
-        for u, pid in reassignment.items():
-            if assignment[u] != -1:
-                del parts[assignment[u]][u]
-            assignment[u] = pid
-            if pid != -1:
-                parts[pid][u] = False
-
-    out_parts = {pid: list(nodes) for pid, nodes in parts.items()}
-    _filter_single_node(out_parts, compute_weight, allows_single_node_partition)
-    ids, members, ordered = [], [], []
-    for pid, nodes in out_parts.items():
-        if nodes:
-            ids.append(pid)
-            members.append(nodes)
-            ordered.append(sum(1 for m in nodes if parts[pid][m]))
-    return ids, members, ordered
 
 
 # ----------------------------------------------------------------------------- grouped

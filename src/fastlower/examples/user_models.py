@@ -4,7 +4,8 @@
   a small params dict the way ``export_llm`` does (``ModelArgs(**params)`` then
   ``construct_transformer``);
 * ``hf_llama`` / ``hf_gpt2``: Hugging Face decoders built from a config
-  (``transformers``, an optional dependency: the ``test`` and ``bench`` extras).
+  (``transformers``, an optional dependency: the ``test`` and ``bench`` extras);
+* ``fastlower_llama``: fastlower's own bundled decoder (:mod:`.llama`).
 
 ``edge_program(name, n_layers)`` exports one with ``torch.export`` and runs plain
 ``to_edge`` (``linear`` decomposed into ``permute`` + ``addmm``/``mm``, the path of
@@ -50,8 +51,17 @@ def hf_gpt2(n_layers: int, dim: int = 64) -> Tuple[torch.nn.Module, Tuple[Any, .
     return GPT2LMHeadModel(config).eval(), (torch.randint(0, VOCAB, (1, SEQ_LEN)),)
 
 
+def fastlower_llama(n_layers: int) -> Tuple[torch.nn.Module, Tuple[Any, ...]]:
+    """fastlower's bundled decoder (:mod:`fastlower.examples.llama`), its own default size."""
+    from .llama import build_llama, example_inputs
+
+    model = build_llama(n_layers)
+    return model, example_inputs(model.cfg)
+
+
 MODELS: Dict[str, Callable[[int], Tuple[torch.nn.Module, Tuple[Any, ...]]]] = {
-    "executorch_llama": executorch_llama, "hf_llama": hf_llama, "hf_gpt2": hf_gpt2}
+    "executorch_llama": executorch_llama, "hf_llama": hf_llama, "hf_gpt2": hf_gpt2,
+    "fastlower_llama": fastlower_llama}
 
 
 def aten_program(name: str, n_layers: int, seed: int = 0) -> torch.export.ExportedProgram:

@@ -14,9 +14,9 @@ Entry points (``torch.fx.Node``): ``__setattr__`` (any attribute, so ``args``,
 ``kwargs``, ``users``, ``meta``, ``op``...), ``_update_args_kwargs`` (argument changes,
 erasure, node creation), ``_replace_input_with`` (``replace_input_with``,
 ``replace_all_uses_with``), ``insert_arg``, ``_prepend`` (insertion, moves) and
-``_remove_from_list`` (erasure).  Not seen: writes into an existing node's ``meta``
-dict or ``users`` dict in place (``node.meta["source_fn_stack"] = ...``): assign a new
-dict (``node.meta = {...}``) or call the graph APIs for edits an index must see.
+``_remove_from_list`` (erasure).  Writes into an existing node's ``meta`` dict in place
+(``node.meta["source_fn_stack"] = ...``) are seen by the cache's metadata watch instead
+(:mod:`.source_partitions`).  Not seen: writes into a node's ``users`` dict in place.
 """
 
 from __future__ import annotations
@@ -34,24 +34,28 @@ _NODE_BASE = torch._C._NodeBase
 
 
 class GraphCache:
-    """The indexes of one graph in one scope, and the nodes edited since they were checked."""
+    """The indexes of one graph in one scope, the nodes edited since they were checked and
+    a watch over the nodes' ``meta`` dicts (in-place writes, which no hook sees)."""
 
-    __slots__ = ("touched", "results")
+    __slots__ = ("touched", "results", "watch")
 
     def __init__(self) -> None:
         self.touched: Dict[Node, Any] = {}   # node -> node_state() before its first edit
         self.results: Dict[Any, Any] = {}    # index key -> index
+        self.watch: Any = None               # MetaWatch made with the first index kept
 
     def unchanged(self) -> bool:
         """True iff every node edited since the last check is back in its recorded state
-        (then the record is cleared); False drops every index of the graph."""
-        for node, before in self.touched.items():
-            if not _same(before, node_state(node)):
-                self.touched.clear()
-                self.results.clear()
-                return False
+        (then the record is cleared) and no watched ``meta`` may have changed; False drops
+        every index of the graph."""
+        same = all(_same(before, node_state(node)) for node, before in self.touched.items())
         self.touched.clear()
-        return True
+        if same and self.results and not self.watch.unchanged():
+            same = False
+        if not same:
+            self.results.clear()
+            self.watch = None
+        return same
 
 
 def node_state(node: Node) -> Any:

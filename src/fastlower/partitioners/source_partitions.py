@@ -15,16 +15,17 @@ the outermost ``accelerated()`` block and is checked against the edits recorded 
 :mod:`.graph_edits` before each use.  ``filter_fn`` is applied on every call, to the same
 node lists in the same order as the reference (it may read state that changes).
 
-Differences, inside ``accelerated()`` only: the ``SourcePartition`` objects (and their
-lists) are shared by the calls that hit the same index instead of built anew per call,
-so a caller must not mutate them (the returned dict and its lists are new per call).
+Every call returns new ``SourcePartition`` objects and lists, as the reference does (the
+index keeps its own lists and copies them: a caller may edit what it got).  Writes into
+a node's ``meta`` dict in place (``node.meta["source_fn_stack"] = ...``, or into the
+stack list) are seen by a :class:`MetaWatch` (``fastlower._core`` or its twin) checked
+before each use; an edit of the graph through torch.fx is seen by :mod:`.graph_edits`.
 Anything the index does not model (``wanted_sources`` not a list or tuple, metadata the
-reference would fail on) runs the reference.
+reference would fail on or of a type the watch cannot follow) runs the reference.
 
-Pure Python: the index is built once per graph and lookups are dictionary reads, so the
-whole cost is one linear pass over fx nodes whose every step is a Python attribute or
-dict access (a C++ pass would make the same calls through the C API); see the issue-20
-notes in benchmarks/README.md for the measured share.
+The index is built in Python once per graph (one linear pass over fx nodes whose every
+step is a Python attribute or dict access); an answer costs its own size, and the
+metadata check a few pointer compares per node (in C++).
 """
 
 from __future__ import annotations
@@ -37,6 +38,8 @@ from torch.fx.node import Node
 from torch.fx.passes.utils import source_matcher_utils as _reference_module
 from torch.fx.passes.utils.source_matcher_utils import SourcePartition
 
+from .._core_loader import load_core
+from .._twin.meta_watch import MetaWatch as TwinMetaWatch
 from . import graph_edits
 from .registry import Rebinding, register_rebinding
 from .switch import current_scope, is_active
@@ -50,35 +53,39 @@ _NO_MATCH = object()
 class SourceIndex:
     """``get_source_partitions(graph, wanted)`` of one graph state, before ``filter_fn``."""
 
-    __slots__ = ("wanted", "modules", "partitions", "unfiltered", "_holder")
+    __slots__ = ("wanted", "fields", "_holder")
 
     def __init__(self, wanted: tuple, modules: Dict[Any, Dict[Any, List[Node]]]) -> None:
         self.wanted = wanted  # keeps the wanted objects alive: the cache key holds their ids
-        self.modules = modules
-        self.partitions: Dict[Any, Dict[Any, SourcePartition]] = {
-            source: {fqn: _make_partition(nodes, source) for fqn, nodes in by_fqn.items()}
+        # per source, per partition (fqn order): nodes, source, inputs, outputs, params
+        self.fields: Dict[Any, List[tuple]] = {
+            source: [_partition_fields(nodes, source) for nodes in by_fqn.values()]
             for source, by_fqn in modules.items()}
-        self.unfiltered: Dict[Any, List[SourcePartition]] = {
-            source: list(by_fqn.values()) for source, by_fqn in self.partitions.items()}
-        self._holder: Optional[Dict[Node, SourcePartition]] = None
+        self._holder: Optional[Dict[Node, Tuple[Any, int]]] = None
 
     def answer(self, filter_fn: Optional[Callable[[Node], bool]]
                ) -> Dict[Any, List[SourcePartition]]:
+        """New ``SourcePartition`` objects (and lists) on every call, as the reference."""
         if not filter_fn:
-            return {source: list(parts) for source, parts in self.unfiltered.items()}
-        return {source: [self.partitions[source][fqn] for fqn, nodes in by_fqn.items()
-                         if all(map(filter_fn, nodes))]
-                for source, by_fqn in self.modules.items()}
+            return {source: [_fresh(f) for f in fields] for source, fields in self.fields.items()}
+        return {source: [_fresh(f) for f in fields if all(map(filter_fn, f[0]))]
+                for source, fields in self.fields.items()}
 
-    def holder(self, node: Node) -> Optional[SourcePartition]:
-        """The unfiltered partition whose ``nodes`` hold ``node`` (a node is in at most one)."""
+    def holder(self, node: Node) -> Optional[Tuple[Any, int]]:
+        """(source, position) of the unfiltered partition whose ``nodes`` hold ``node``
+        (a node is in at most one)."""
         if self._holder is None:
-            self._holder = {member: part for parts in self.unfiltered.values()
-                            for part in parts for member in part.nodes}
+            self._holder = {member: (source, k) for source, fields in self.fields.items()
+                            for k, f in enumerate(fields) for member in f[0]}
         return self._holder.get(node)
 
 
-def _make_partition(nodes: List[Node], source: Any) -> SourcePartition:
+def _fresh(fields: tuple) -> SourcePartition:
+    nodes, source, inputs, outputs, params = fields
+    return SourcePartition(list(nodes), source, list(inputs), list(outputs), list(params))
+
+
+def _partition_fields(nodes: List[Node], source: Any) -> tuple:
     members = set(nodes)
     input_nodes, output_nodes, params = set(), set(), set()
     for node in nodes:
@@ -91,7 +98,7 @@ def _make_partition(nodes: List[Node], source: Any) -> SourcePartition:
         for user in node.users:
             if user not in members:
                 output_nodes.add(node)
-    return SourcePartition(nodes, source, list(input_nodes), list(output_nodes), list(params))
+    return list(nodes), source, list(input_nodes), list(output_nodes), list(params)
 
 
 def _module_source(innermost_cls: Any, wanted: tuple) -> Any:
@@ -109,9 +116,10 @@ def _module_source(innermost_cls: Any, wanted: tuple) -> Any:
     return _NO_MATCH
 
 
-def build_index(graph: Graph, wanted: tuple) -> SourceIndex:
+def build_index(graph: Graph, wanted: tuple, metas: Optional[List[Any]] = None) -> SourceIndex:
     """The reference's first loop over ``graph.nodes``, with each distinct source value's
-    match against ``wanted`` computed once (strings by value, other objects by identity)."""
+    match against ``wanted`` computed once (strings by value, other objects by identity);
+    every node's ``meta`` is appended to ``metas`` if given."""
     modules: Dict[Any, Dict[Any, List[Node]]] = {}
     in_wanted: Dict[Any, bool] = {}
     module_match: Dict[Any, Any] = {}
@@ -128,6 +136,8 @@ def build_index(graph: Graph, wanted: tuple) -> SourceIndex:
 
     for node in graph.nodes:
         meta = node.meta
+        if metas is not None:
+            metas.append(meta)
         stack = meta.get("source_fn_stack", None)
         if stack is None:
             matched = False
@@ -164,18 +174,33 @@ def _index(graph: Any, wanted_sources: Any) -> Optional[SourceIndex]:
     cache = scope.graphs.get(graph)
     if cache is None:
         cache = scope.graphs[graph] = graph_edits.GraphCache()
-    elif cache.touched:
-        cache.unchanged()  # drops the graph's indexes if an edit is still in place
+    else:
+        cache.unchanged()  # drops the graph's indexes if an edit or a meta write shows
     key = tuple(map(id, wanted_sources))
     index = cache.results.get(key)
     if index is None:
+        metas: Optional[List[Any]] = [] if not cache.results else None
         try:
-            index = build_index(graph, tuple(wanted_sources))
+            index = build_index(graph, tuple(wanted_sources), metas)
         except Exception as exc:  # the reference raises its own error on this graph
             log.debug("native get_source_partitions declined: %r", exc)
             return None
-        cache.results[key] = index
+        if metas is not None:
+            cache.watch = _watch(metas)
+        if cache.watch is not None:
+            cache.results[key] = index
     return index
+
+
+def _watch(metas: List[Any]) -> Any:
+    """A MetaWatch of these ``meta`` dicts (the core's, else the twin's), or None when the
+    metadata is of a kind it cannot follow (the index is then not kept)."""
+    core = load_core()
+    try:
+        return (core.MetaWatch if core is not None else TwinMetaWatch)(metas)
+    except ValueError as exc:
+        log.debug("source-partition index not kept: %s", exc)
+        return None
 
 
 def get_source_partitions(graph: Graph, wanted_sources: List[Any],
@@ -203,7 +228,9 @@ def partitions_and_holder(
     index = _index(graph, wanted_sources)
     if index is None:
         return None
-    return index.answer(None), index.holder(node)
+    answer = index.answer(None)
+    found = index.holder(node)
+    return answer, (answer[found[0]][found[1]] if found is not None else None)
 
 
 register_rebinding(Rebinding(reference_get_source_partitions, get_source_partitions,
