@@ -36,6 +36,7 @@ variable                        type    default meaning
 ``FASTLOWER_NATIVE_PARTITIONERS`` bool  true    false: canonical partitioners run unpatched
 ``FASTLOWER_VALIDATE_ALL``      bool    false   run the verifier on every program built
 ``FASTLOWER_FORCE_PYTHON``      bool    false   plan with the Python twin, not ``_core``
+``FASTLOWER_EDGE_RETRACES``     choice  skip    edge stage: skip/all/verify no-op retraces
 =============================== ======= ======= =============================================
 
 (The test suites' own switches, ``FASTLOWER_CONFORMANCE_IMPL``, ``FASTLOWER_FUZZ_*``,
@@ -56,9 +57,9 @@ from typing import Dict, Optional, Tuple, Union, cast
 __all__ = [
     "SettingsError", "Variable", "VARIABLES", "raw", "get",
     "workers", "cache_dir", "cache_size", "cache_verify", "progress", "start_method",
-    "lowering_cache", "native_partitioners", "validate_all", "force_python",
+    "lowering_cache", "native_partitioners", "validate_all", "force_python", "edge_retraces",
     "WORKERS", "CACHE_DIR", "CACHE_SIZE", "CACHE_VERIFY", "PROGRESS", "START_METHOD",
-    "LOWERING_CACHE", "NATIVE_PARTITIONERS", "VALIDATE_ALL", "FORCE_PYTHON",
+    "LOWERING_CACHE", "NATIVE_PARTITIONERS", "VALIDATE_ALL", "FORCE_PYTHON", "EDGE_RETRACES",
 ]
 
 TRUE_WORDS = ("1", "true", "yes", "on")
@@ -74,8 +75,10 @@ LOWERING_CACHE = "FASTLOWER_LOWERING_CACHE"
 NATIVE_PARTITIONERS = "FASTLOWER_NATIVE_PARTITIONERS"
 VALIDATE_ALL = "FASTLOWER_VALIDATE_ALL"
 FORCE_PYTHON = "FASTLOWER_FORCE_PYTHON"
+EDGE_RETRACES = "FASTLOWER_EDGE_RETRACES"
 
 START_METHODS = ("auto", "fork", "spawn")
+EDGE_RETRACE_MODES = ("skip", "all", "verify")
 
 Value = Union[bool, int, Path, str, None]
 
@@ -126,6 +129,9 @@ VARIABLES: Dict[str, Variable] = {v.name: v for v in (
              "partitioners alone"),
     Variable(VALIDATE_ALL, "bool", False, "run the verifier on every program fastlower builds"),
     Variable(FORCE_PYTHON, "bool", False, "plan with the pure-Python twin, not fastlower._core"),
+    Variable(EDGE_RETRACES, "choice", "skip", "the edge stage's retraces that change nothing: "
+             "skip them, run all (ExecuTorch's path), or verify (run both and compare)",
+             choices=EDGE_RETRACE_MODES),
 )}
 
 
@@ -226,3 +232,8 @@ def force_python() -> bool:
     """``FASTLOWER_FORCE_PYTHON``: plan with the Python twin, not ``fastlower._core``
     (default false)."""
     return bool(get(FORCE_PYTHON))
+
+
+def edge_retraces() -> str:
+    """``FASTLOWER_EDGE_RETRACES``: ``skip`` (default), ``all`` or ``verify``."""
+    return cast(str, get(EDGE_RETRACES))

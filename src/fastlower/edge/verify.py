@@ -1,0 +1,65 @@
+"""Two edge stages compared: the reference's result and the one with skipped retraces.
+
+Compared: every method's program in the lowering cache's canonical form
+(``fastlower.cache.compare``: graph, node names, targets, arguments, ``meta`` but
+``from_node`` and ``seq_nr``, signature, ranges, module call graph, state and
+constants by content), each node's oldest ancestor (what debug handles are derived
+from: ``from_node``'s root, by name), the ops kept from decomposition, and the
+compile config's exception list.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Dict, List, Optional, Tuple
+
+
+class EdgeStageVerificationError(AssertionError):
+    """``FASTLOWER_EDGE_RETRACES=verify``: the edge stage with skipped retraces differs
+    from ExecuTorch's."""
+
+    def __init__(self, difference: str) -> None:
+        super().__init__(f"the edge stage with skipped retraces differs from ExecuTorch's "
+                         f"{difference}; set FASTLOWER_EDGE_RETRACES=all to run every "
+                         "retrace, and please report it")
+        self.difference = difference
+
+
+def ancestors(program: Any) -> List[Tuple[str, Optional[Tuple[str, int]]]]:
+    """Per node of every graph: its name and its oldest ancestor (debug handles group
+    nodes by it): that node's name and which graph it was in, numbered in order of first
+    appearance (the graph id itself is an object id)."""
+    from executorch.exir.debug_handle_utils import get_greatest_ancestor_node_identifier
+    from executorch.exir.graph_module import bfs_trace_with_node_process
+
+    found: List[Tuple[str, Optional[Tuple[str, int]]]] = []
+    graphs: Dict[str, int] = {}
+
+    def record(node: Any) -> None:
+        if node.op in ("placeholder", "output") or "from_node" not in node.meta:
+            found.append((node.name, None))
+            return
+        name, graph = get_greatest_ancestor_node_identifier(node).rsplit(".", 1)
+        found.append((node.name, (name, graphs.setdefault(graph, len(graphs)))))
+
+    bfs_trace_with_node_process(program.graph_module, record)
+    return found
+
+
+def first_difference(expected: Any, got: Any) -> Optional[str]:
+    """None when the two ``EdgeProgramManager`` s agree, else where they first differ."""
+    from ..cache import compare
+
+    difference = compare.first_difference(
+        compare.describe(expected._edge_programs, expected._config_methods),
+        compare.describe(got._edge_programs, got._config_methods), "reference", "fastlower")
+    if difference is not None:
+        return difference
+    for name, program in expected._edge_programs.items():
+        if ancestors(program) != ancestors(got._edge_programs[name]):
+            return f"in method {name}: the nodes' oldest ancestors (debug handles)"
+    for what in ("_core_aten_ops_exception_list", "preserve_ops"):
+        a = getattr(expected.compile_config, what, None)
+        b = getattr(got.compile_config, what, None)
+        if (a is None) != (b is None) or (a is not None and set(a) != set(b)):
+            return f"in the compile config's {what}"
+    return None
