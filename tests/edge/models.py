@@ -1,11 +1,14 @@
 """Programs for the edge-stage tests: the export_llm model class, a Hugging Face decoder
-built from a config, a small conv net; and XNNPACK's two partitioner set-ups."""
+built from a config (each also with a dynamic sequence length, as export_llm exports:
+symbolic sizes, runtime asserts), a small conv net; and XNNPACK's two partitioner
+set-ups."""
 
 from __future__ import annotations
 
 import torch
 
-FAMILIES = ("executorch_llama", "hf_llama", "conv")
+FAMILIES = ("executorch_llama", "hf_llama", "conv", "executorch_llama-dynamic",
+            "hf_llama-dynamic")
 SETUPS = ("xnnpack", "dq+xnnpack")
 
 
@@ -30,9 +33,14 @@ def aten_program(family: str, n_layers: int = 2) -> torch.export.ExportedProgram
         torch.manual_seed(0)
         with torch.no_grad():
             return torch.export.export(ConvNet().eval(), (torch.randn(1, 3, 16, 16),))
-    from fastlower.examples.user_models import aten_program as user_program
+    from fastlower.examples.user_models import MODELS
 
-    return user_program(family, n_layers)
+    name, _, dynamic = family.partition("-")
+    torch.manual_seed(0)
+    model, inputs = MODELS[name](n_layers)
+    shapes = ({1: torch.export.Dim("seq", min=1, max=16)},) if dynamic else None
+    with torch.no_grad():
+        return torch.export.export(model, inputs, dynamic_shapes=shapes)
 
 
 def partitioners(setup: str) -> list:

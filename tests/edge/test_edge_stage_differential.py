@@ -61,7 +61,8 @@ def test_conv_net_xnnpack(monkeypatch):
 
 
 def test_export_llm_model_two_partitioners_skips(monkeypatch):
-    assert _same_lowering(aten_program("executorch_llama", 1), "dq+xnnpack", monkeypatch) > 0
+    program = aten_program("executorch_llama-dynamic", 1)
+    assert _same_lowering(program, "dq+xnnpack", monkeypatch) > 0
 
 
 @pytest.mark.slow

@@ -27,6 +27,7 @@ from torch.export import ExportedProgram
 
 from .noop_retrace import why_not_skipped
 from .retrace_meta import rewrite_as_retraced
+from .verify import EdgeStageVerificationError, program_difference
 
 log = logging.getLogger("fastlower.edge")
 
@@ -44,27 +45,38 @@ SKIPPED = RetraceCounts()
 
 
 def _lifted(program: ExportedProgram) -> set:
-    """The placeholders that are parameters, buffers or constants, by name."""
+    """The placeholders that are parameters or buffers, by name."""
     from torch.export.graph_signature import InputKind
 
     return {spec.arg.name for spec in program.graph_signature.input_specs
-            if spec.kind != InputKind.USER_INPUT and hasattr(spec.arg, "name")}
+            if spec.kind in (InputKind.PARAMETER, InputKind.BUFFER)}
 
 
-def _retrace(program: ExportedProgram, table: Dict[Any, Any]) -> ExportedProgram:
+def _retrace(program: ExportedProgram, table: Dict[Any, Any], verify: bool) -> ExportedProgram:
+    """``program.run_decompositions(table)``, skipped when it provably changes nothing;
+    with ``verify`` it runs anyway and is compared with the skip (the retrace's result
+    goes on, so the reference's path is followed exactly)."""
     why = why_not_skipped(program, table)
-    if why is None:
-        SKIPPED.skipped += 1
+    if why is not None:
+        log.debug("edge stage retrace runs: %s", why)
+        SKIPPED.run += 1
+        SKIPPED.reasons.append(why)
+        return program.run_decompositions(table)
+    SKIPPED.skipped += 1
+    if not verify:
         rewrite_as_retraced(program.graph_module, _lifted(program))
         return program
-    log.debug("edge stage retrace runs: %s", why)
-    SKIPPED.run += 1
-    SKIPPED.reasons.append(why)
-    return program.run_decompositions(table)
+    skipped = copy.deepcopy(program)  # before the retrace, which may touch its input
+    retraced = program.run_decompositions(table)
+    rewrite_as_retraced(skipped.graph_module, _lifted(skipped))
+    difference = program_difference(retraced, skipped)
+    if difference is not None:
+        raise EdgeStageVerificationError(difference)
+    return retraced
 
 
 def _decompose_for(name: str, program: ExportedProgram, partitioners: List[Any],
-                   config: Any) -> tuple:
+                   config: Any, verify: bool) -> tuple:
     """The reference's loop body for one method: the decomposed program and the ops kept."""
     from executorch.exir.program import _program as et
 
@@ -87,11 +99,11 @@ def _decompose_for(name: str, program: ExportedProgram, partitioners: List[Any],
         table = et._default_decomposition_table()
         for op in no_decomp:
             table.pop(op, None)
-        program = _retrace(program, table)
+        program = _retrace(program, table, verify)
         preserved = et._replace_aten_ops_with_transformed_ops(
             name, program, {name: [partitioner]}) or []
         final_ops_to_preserve.update(preserved)
-        program = _retrace(program, et._default_decomposition_table())
+        program = _retrace(program, et._default_decomposition_table(), verify)
         et._restore_transformed_ops_to_aten_ops(program)
     return program, final_ops_to_preserve
 
@@ -102,9 +114,11 @@ def gen_edge_manager_for_partitioners(
     config: Any,
     constant_methods: Optional[Dict[str, Any]],
     generate_etrecord: Optional[bool] = False,
+    verify: bool = False,
 ) -> Any:
     """The reference's ``_gen_edge_manager_for_partitioners`` (same arguments, same
-    result), with the retraces that provably change nothing skipped."""
+    result), with the retraces that provably change nothing skipped (``verify``: run
+    and compared with the skip, see :func:`_retrace`)."""
     from executorch.exir.program import _program as et
 
     SKIPPED.skipped = SKIPPED.run = 0
@@ -116,7 +130,7 @@ def gen_edge_manager_for_partitioners(
         program = et._apply_pre_decomposition_transforms(program, partitioners)
         program = program.run_decompositions({})  # functionalize: always
         if partitioner is not None:
-            program, kept = _decompose_for(name, program, partitioners, config)
+            program, kept = _decompose_for(name, program, partitioners, config, verify)
             kept_by_program[name].extend(kept)
         edge_programs[name] = et._generate_edge_program(
             config, program, preserve_ops=kept_by_program.get(name, []))

@@ -11,34 +11,54 @@ traces:
   constraint is ``needs_exact_strides`` (and dropped for the others, since it is not
   one of the fields a retrace copies from the old node).
 
-Nodes whose target is a plain callable (``getitem``, size arithmetic) keep the old
-node's ``original_aten``, as the retrace copies it. A lifted parameter, buffer or
-constant takes ``original_aten`` and ``torch_fn`` from its first reader as that node
-was *before* the retrace (the node being replayed when the retrace reads the input;
-measured: no other field of a lifted input changes); user inputs and unread
-placeholders keep theirs. Not reproduced: ``seq_nr`` (autograd's
-per-thread counter, different between two runs of the reference itself) and
-``from_node``'s extra link per retrace (its oldest ancestor, the one debug handles are
-derived from, is the same; see :mod:`.decompose`).
+Symbolic-size reads (``sym_size.int`` ...) are remade by the retrace's runtime-assert
+pass as the previous retrace made them, and keep their meta; nodes whose target is a
+plain callable (``getitem``, size arithmetic) keep theirs, as the retrace copies it.
+
+A parameter or buffer placeholder takes, as ``run_decompositions`` writes them
+(``torch._export.utils``: ``_collect_param_buffer_metadata``, then
+``_populate_param_buffer_metadata_to_new_gm``), the fields of ``torch.fx.proxy``'s
+``_COPY_META_FIELDS`` (``original_aten``, ``torch_fn``, ``source_fn_stack``,
+``from_node`` ...; not ``custom``, ``nn_module_stack``, ``stack_trace``) from its
+readers in graph order, the last one winning (root ``call_function`` nodes that are not
+higher-order operators), as they were *before* the retrace. Other placeholders keep
+theirs.
+
+Not reproduced: ``seq_nr`` (autograd's per-thread counter, different between two runs
+of the reference itself) and ``from_node``'s extra link per retrace on traced nodes
+(their oldest ancestor, the one debug handles are derived from, is the same).
 """
 
 from __future__ import annotations
 
-import copy
 from typing import Any, Set
 
 import torch
 from torch.fx import GraphModule
 
-from .noop_retrace import graph_modules
+from .noop_retrace import SELF_RETRACING, graph_modules
+
+_NOT_FROM_READER = ("custom", "nn_module_stack", "stack_trace")
 
 
-_FROM_FIRST_READER = ("original_aten", "torch_fn")
+def _parameters_as_retraced(root: GraphModule, lifted: Set[str]) -> None:
+    from torch.fx.proxy import _COPY_META_FIELDS
+
+    fields = [field for field in _COPY_META_FIELDS if field not in _NOT_FROM_READER]
+    for node in root.graph.nodes:  # graph order: a later reader overwrites
+        if node.op != "call_function" or isinstance(node.target,
+                                                     torch._ops.HigherOrderOperator):
+            continue
+        for arg in node._input_nodes:
+            if arg.op == "placeholder" and arg.name in lifted:
+                for field in fields:
+                    if field in node.meta:
+                        arg.meta[field] = node.meta[field]
 
 
 def _eager_input_vals(node: torch.fx.Node) -> Any:
-    from torch.fx.experimental.proxy_tensor import extract_val
     from torch._subclasses.fake_tensor import FakeTensor
+    from torch.fx.experimental.proxy_tensor import extract_val
 
     def value(arg: Any) -> Any:
         if not isinstance(arg, torch.fx.Node) or "val" not in arg.meta:
@@ -51,27 +71,17 @@ def _eager_input_vals(node: torch.fx.Node) -> Any:
     return torch.fx.node.map_aggregate((node.args, node.kwargs), value)
 
 
-def _lifted_inputs_as_retraced(root: GraphModule, lifted: Set[str]) -> None:
-    order = {node: index for index, node in enumerate(root.graph.nodes)}
-    for node in root.graph.nodes:
-        if node.op != "placeholder" or node.name not in lifted or not node.users:
-            continue
-        reader = min(node.users, key=order.__getitem__).meta
-        for field in _FROM_FIRST_READER:
-            if field in reader:
-                node.meta[field] = copy.copy(reader[field])
-
-
 def rewrite_as_retraced(root: GraphModule, lifted: Set[str]) -> None:
-    """Sets each traced node's ``original_aten`` and ``eager_input_vals`` as a retrace of
-    the unchanged program would; ``lifted``: the names of the placeholders that are
-    parameters, buffers or constants (not user inputs)."""
+    """Sets the meta a retrace of the unchanged program would set; ``lifted``: the names
+    of the placeholders that are parameters or buffers."""
     from torch.fx.experimental.proxy_tensor import _should_save_eager_input_vals
 
-    _lifted_inputs_as_retraced(root, lifted)
+    _parameters_as_retraced(root, lifted)  # first: it reads the readers' old meta
     for module in graph_modules(root):
         for node in module.graph.nodes:
             if node.op != "call_function" or not isinstance(node.target, torch._ops.OpOverload):
+                continue
+            if node.target in SELF_RETRACING:  # remade as they were (see noop_retrace)
                 continue
             node.meta["original_aten"] = node.target
             if _should_save_eager_input_vals(node.target, (node.args, node.kwargs)):

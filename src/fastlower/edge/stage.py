@@ -4,11 +4,13 @@
 * ``skip`` (the default): :func:`.decompose.gen_edge_manager_for_partitioners`, the
   retraces that provably change nothing skipped;
 * ``all``: ExecuTorch's own function, every retrace run;
-* ``verify``: both (fastlower's on copies of the programs and config, with the same
-  partitioner objects), and
-  :class:`EdgeStageVerificationError` naming the first difference (programs in the
-  lowering cache's canonical form, the debug-handle ancestry, the ops kept from
-  decomposition); the reference's result is returned.
+* ``verify``: every retrace that would be skipped runs anyway and its result is
+  compared with the skip's (:func:`.verify.program_difference`: the program in the
+  lowering cache's canonical form and its debug handles), raising
+  :class:`EdgeStageVerificationError` at the first difference; the retraced program
+  goes on, so the result is the reference's. (Running the whole reference stage a
+  second time is not an option: on a program with unbacked symbols, export_llm's,
+  a second ``run_decompositions`` of the same program fails in ``torch.export``.)
 
 fastlower's ``to_edge_transform_and_lower`` routes ExecuTorch's function of that name
 here (``fastlower.dispatch``: the calling thread only, for the call's duration).
@@ -16,12 +18,11 @@ here (``fastlower.dispatch``: the calling thread only, for the call's duration).
 
 from __future__ import annotations
 
-import copy
 from typing import Any, Dict, List, Optional
 
 from .. import dispatch, settings
 from .decompose import gen_edge_manager_for_partitioners as skipping
-from .verify import EdgeStageVerificationError, first_difference
+from .verify import EdgeStageVerificationError
 
 __all__ = ["EdgeStageVerificationError", "gen_edge_manager_for_partitioners"]
 
@@ -39,17 +40,5 @@ def gen_edge_manager_for_partitioners(
     if mode == "all":
         return reference(partitioner, aten_programs, config, constant_methods,
                          generate_etrecord)
-    if mode == "skip":
-        return skipping(partitioner, aten_programs, config, constant_methods,
-                        generate_etrecord)
-    # verify: the fastlower run gets copies of the programs and config, so the reference
-    # sees the caller's objects; partitioners are shared (not all can be copied)
-    programs, config_copy = copy.deepcopy((aten_programs, config))
-    fast = skipping(partitioner, programs, config_copy, copy.deepcopy(constant_methods),
-                    generate_etrecord)
-    expected = reference(partitioner, aten_programs, config, constant_methods,
-                         generate_etrecord)
-    difference = first_difference(expected, fast)
-    if difference is not None:
-        raise EdgeStageVerificationError(difference)
-    return expected
+    return skipping(partitioner, aten_programs, config, constant_methods, generate_etrecord,
+                    verify=(mode == "verify"))

@@ -1,11 +1,12 @@
-"""Two edge stages compared: the reference's result and the one with skipped retraces.
+"""Edge stages compared: a retrace's result and its skip's (verify mode), or two whole
+stages' managers (the tests).
 
 Compared: every method's program in the lowering cache's canonical form
 (``fastlower.cache.compare``: graph, node names, targets, arguments, ``meta`` but
 ``from_node`` and ``seq_nr``, signature, ranges, module call graph, state and
-constants by content), each node's oldest ancestor (what debug handles are derived
-from: ``from_node``'s root, by name), the ops kept from decomposition, and the
-compile config's exception list.
+constants by content), the debug handles ``to_executorch`` will derive from each node's
+oldest ancestor, the ops kept from decomposition, and the compile config's exception
+list.
 """
 
 from __future__ import annotations
@@ -24,25 +25,38 @@ class EdgeStageVerificationError(AssertionError):
         self.difference = difference
 
 
-def ancestors(program: Any) -> List[Tuple[str, Optional[Tuple[str, int]]]]:
-    """Per node of every graph: its name and its oldest ancestor (debug handles group
-    nodes by it): that node's name and which graph it was in, numbered in order of first
-    appearance (the graph id itself is an object id)."""
+def ancestors(program: Any) -> List[Tuple[str, Optional[int]]]:
+    """Per node of every graph (breadth first), its name and the debug handle
+    ExecuTorch's ``DebugHandleGeneratorPass`` would give it: nodes with the same oldest
+    ancestor (``from_node``'s root: name and graph) share one, numbered in order of first
+    appearance. Computed here without writing any node's ``meta``."""
     from executorch.exir.debug_handle_utils import get_greatest_ancestor_node_identifier
     from executorch.exir.graph_module import bfs_trace_with_node_process
 
-    found: List[Tuple[str, Optional[Tuple[str, int]]]] = []
-    graphs: Dict[str, int] = {}
+    found: List[Tuple[str, Optional[int]]] = []
+    handles: Dict[str, int] = {}
 
     def record(node: Any) -> None:
         if node.op in ("placeholder", "output") or "from_node" not in node.meta:
             found.append((node.name, None))
             return
-        name, graph = get_greatest_ancestor_node_identifier(node).rsplit(".", 1)
-        found.append((node.name, (name, graphs.setdefault(graph, len(graphs)))))
+        identifier = get_greatest_ancestor_node_identifier(node)
+        found.append((node.name, handles.setdefault(identifier, len(handles) + 1)))
 
     bfs_trace_with_node_process(program.graph_module, record)
     return found
+
+
+def program_difference(expected: Any, got: Any) -> Optional[str]:
+    """None when two programs agree (canonical form and debug handles), else where."""
+    from ..cache import compare
+
+    difference = compare.first_difference(compare.describe({"forward": expected}),
+                                          compare.describe({"forward": got}),
+                                          "retraced", "skipped")
+    if difference is None and ancestors(expected) != ancestors(got):
+        difference = "in the debug handles (the nodes' oldest ancestors)"
+    return difference
 
 
 def first_difference(expected: Any, got: Any) -> Optional[str]:
@@ -56,7 +70,7 @@ def first_difference(expected: Any, got: Any) -> Optional[str]:
         return difference
     for name, program in expected._edge_programs.items():
         if ancestors(program) != ancestors(got._edge_programs[name]):
-            return f"in method {name}: the nodes' oldest ancestors (debug handles)"
+            return f"in method {name}: the debug handles (the nodes' oldest ancestors)"
     for what in ("_core_aten_ops_exception_list", "preserve_ops"):
         a = getattr(expected.compile_config, what, None)
         b = getattr(got.compile_config, what, None)
