@@ -91,3 +91,21 @@ def test_all_mode_runs_every_retrace(monkeypatch):
     decompose.SKIPPED.skipped = -1
     _lower(aten_program("conv"), "xnnpack", fastlower=True)
     assert decompose.SKIPPED.skipped == -1  # the skipping path never ran
+
+
+def test_fastlower_to_edge_transform_and_lower_runs_it(monkeypatch):
+    # the user's path: fastlower's to_edge_transform_and_lower (no cache folder) routes
+    # the edge stage to fastlower.edge, and the .pte is the reference's
+    from executorch.exir import to_edge_transform_and_lower
+
+    monkeypatch.setenv("FASTLOWER_EDGE_RETRACES", "skip")
+    monkeypatch.delenv("FASTLOWER_CACHE_DIR", raising=False)
+    aten = aten_program("executorch_llama-dynamic", 1)
+    reference = to_edge_transform_and_lower(copy.deepcopy(aten),
+                                            partitioner=partitioners("dq+xnnpack"))
+    decompose.SKIPPED.skipped = 0
+    with patch.installed():
+        fast = to_edge_transform_and_lower(copy.deepcopy(aten),
+                                           partitioner=partitioners("dq+xnnpack"))
+    assert decompose.SKIPPED.skipped > 0
+    assert reference.to_executorch().buffer == fast.to_executorch().buffer
