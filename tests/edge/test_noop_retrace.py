@@ -62,3 +62,16 @@ def test_an_edge_op_counts_as_its_aten_op():
     edge = to_edge(torch.export.export(_Small(), (torch.randn(4, 4),))).exported_program()
     table = {torch.ops.aten.relu.default: None}
     assert "relu" in why_not_skipped(edge, table)
+
+
+def test_a_data_dependent_size_is_not_proven():
+    class Gather(torch.nn.Module):
+        def forward(self, x, n):
+            count = n.item()
+            torch._check(count >= 0)
+            torch._check(count <= x.shape[0])
+            return x[:count].relu()
+
+    program = torch.export.export(Gather(), (torch.randn(8), torch.tensor(3)))
+    program = program.run_decompositions({}).run_decompositions(_default_table())
+    assert "unbacked" in why_not_skipped(program, _default_table())

@@ -13,7 +13,8 @@ every control-flow subgraph, every ``call_function`` target is
   ``operator.mul`` ... on sizes), which a retrace records as it is.
 
 Anything else (a higher-order operator, an ``OpOverloadPacket``, an unknown callable)
-is not proven, and the retrace runs. (Measured: a retrace of export_llm's program,
+is not proven, and the retrace runs; so is a program with data-dependent (unbacked)
+sizes, whose retrace makes new symbols and their runtime asserts. (Measured: a retrace of export_llm's program,
 whose KV-cache update is an ``auto_functionalized_v2``, renames nodes, ``mul_181``
 becoming ``mul_205``: not a no-op.) An empty table is never skipped: it is the
 functionalizing retrace.
@@ -64,8 +65,12 @@ def why_not_skipped(program: Any, table: Collection[Any]) -> Optional[str]:
     else why that is not proven (the retrace must run)."""
     if not table:
         return "an empty table: the functionalizing retrace"
+    from torch.fx.experimental.symbolic_shapes import free_unbacked_symbols
+
     for module in graph_modules(program.graph_module):
         for node in module.graph.nodes:
+            if free_unbacked_symbols(node.meta.get("val")):
+                return f"{node.name} has a data-dependent (unbacked) size"
             if node.op != "call_function":
                 continue
             target = node.target

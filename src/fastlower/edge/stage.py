@@ -18,7 +18,7 @@ here (``fastlower.dispatch``: the calling thread only, for the call's duration).
 
 from __future__ import annotations
 
-from typing import Any, Dict, List, Optional
+from typing import Any
 
 from .. import dispatch, settings
 from .decompose import gen_edge_manager_for_partitioners as skipping
@@ -27,18 +27,11 @@ from .verify import EdgeStageVerificationError
 __all__ = ["EdgeStageVerificationError", "gen_edge_manager_for_partitioners"]
 
 
-def gen_edge_manager_for_partitioners(
-    partitioner: Dict[str, List[Any]],
-    aten_programs: Dict[str, Any],
-    config: Any,
-    constant_methods: Optional[Dict[str, Any]],
-    generate_etrecord: Optional[bool] = False,
-) -> Any:
-    """ExecuTorch's ``_gen_edge_manager_for_partitioners`` (same arguments and result)."""
+def gen_edge_manager_for_partitioners(*args: Any, **kwargs: Any) -> Any:
+    """ExecuTorch's ``_gen_edge_manager_for_partitioners`` (same arguments: partitioners
+    and ATen programs by method, the compile config, constant methods, whether to make
+    an ETRecord; same result)."""
     mode = settings.edge_retraces()
-    reference = dispatch.reference_of("_gen_edge_manager_for_partitioners")
     if mode == "all":
-        return reference(partitioner, aten_programs, config, constant_methods,
-                         generate_etrecord)
-    return skipping(partitioner, aten_programs, config, constant_methods, generate_etrecord,
-                    verify=(mode == "verify"))
+        return dispatch.reference_of("_gen_edge_manager_for_partitioners")(*args, **kwargs)
+    return skipping(*args, verify=(mode == "verify"), **kwargs)
