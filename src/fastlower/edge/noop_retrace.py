@@ -14,9 +14,10 @@ every control-flow subgraph, every ``call_function`` target is
 
 Anything else (a higher-order operator, an ``OpOverloadPacket``, an unknown callable)
 is not proven, and the retrace runs; so is a program with data-dependent (unbacked)
-sizes, whose retrace makes new symbols and their runtime asserts. (Measured: a retrace of export_llm's program,
-whose KV-cache update is an ``auto_functionalized_v2``, renames nodes, ``mul_181``
-becoming ``mul_205``: not a no-op.) An empty table is never skipped: it is the
+sizes, whose retrace makes new symbols and their runtime asserts. (Measured: a retrace
+of export_llm's program, which has both, its KV-cache update an
+``auto_functionalized_v2`` and its cache position an ``item()``, renames nodes,
+``mul_181`` becoming ``mul_205``: not a no-op.) An empty table is never skipped: it is the
 functionalizing retrace.
 """
 
