@@ -61,7 +61,7 @@ def test_conv_net_xnnpack(monkeypatch):
 
 
 def test_export_llm_model_two_partitioners_skips(monkeypatch):
-    program = aten_program("executorch_llama-dynamic", 1)
+    program = aten_program("executorch_llama", 1)
     assert _same_lowering(program, "dq+xnnpack", monkeypatch) > 0
 
 
@@ -100,7 +100,7 @@ def test_fastlower_to_edge_transform_and_lower_runs_it(monkeypatch):
 
     monkeypatch.setenv("FASTLOWER_EDGE_RETRACES", "skip")
     monkeypatch.delenv("FASTLOWER_CACHE_DIR", raising=False)
-    aten = aten_program("executorch_llama-dynamic", 1)
+    aten = aten_program("executorch_llama", 1)
     reference = to_edge_transform_and_lower(copy.deepcopy(aten),
                                             partitioner=partitioners("dq+xnnpack"))
     decompose.SKIPPED.skipped = 0

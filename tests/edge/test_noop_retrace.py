@@ -75,3 +75,11 @@ def test_a_data_dependent_size_is_not_proven():
     program = torch.export.export(Gather(), (torch.randn(8), torch.tensor(3)))
     program = program.run_decompositions({}).run_decompositions(_default_table())
     assert "unbacked" in why_not_skipped(program, _default_table())
+
+
+def test_a_symbolic_size_is_not_proven():
+    seq = torch.export.Dim("seq", min=2, max=16)
+    program = torch.export.export(_Small(), (torch.randn(4, 4),),
+                                  dynamic_shapes=({0: seq, 1: None},))
+    program = program.run_decompositions({}).run_decompositions(_default_table())
+    assert "symbolic" in why_not_skipped(program, _default_table())

@@ -13,8 +13,10 @@ every control-flow subgraph, every ``call_function`` target is
   ``operator.mul`` ... on sizes), which a retrace records as it is.
 
 Anything else (a higher-order operator, an ``OpOverloadPacket``, an unknown callable)
-is not proven, and the retrace runs; so is a program with data-dependent (unbacked)
-sizes, whose retrace makes new symbols and their runtime asserts. (Measured: a retrace
+is not proven, and the retrace runs; so is a program with symbolic sizes (dynamic
+shapes; data-dependent ones make new symbols and runtime asserts on every retrace):
+measured, a second default-table retrace of ExecuTorch's Llama with a dynamic sequence
+length renamed ``mul_285`` to ``mul_315``. (Measured: a retrace
 of export_llm's program, which has both, its KV-cache update an
 ``auto_functionalized_v2`` and its cache position an ``item()``, renames nodes,
 ``mul_181`` becoming ``mul_205``: not a no-op.) An empty table is never skipped: it is the
@@ -66,12 +68,14 @@ def why_not_skipped(program: Any, table: Collection[Any]) -> Optional[str]:
     else why that is not proven (the retrace must run)."""
     if not table:
         return "an empty table: the functionalizing retrace"
-    from torch.fx.experimental.symbolic_shapes import free_unbacked_symbols
+    from torch.fx.experimental.symbolic_shapes import free_symbols, free_unbacked_symbols
 
     for module in graph_modules(program.graph_module):
         for node in module.graph.nodes:
             if free_unbacked_symbols(node.meta.get("val")):
                 return f"{node.name} has a data-dependent (unbacked) size"
+            if free_symbols(node.meta.get("val")):
+                return f"{node.name} has a symbolic (dynamic) size"
             if node.op != "call_function":
                 continue
             target = node.target

@@ -24,9 +24,9 @@ readers in graph order, the last one winning (root ``call_function`` nodes that 
 higher-order operators), as they were *before* the retrace. Other placeholders keep
 theirs.
 
-Not reproduced: ``seq_nr`` (autograd's per-thread counter, different between two runs
-of the reference itself) and ``from_node``'s extra link per retrace on traced nodes
-(their oldest ancestor, the one debug handles are derived from, is the same).
+``from_node`` gets the links a retrace adds (:mod:`.retrace_history`). Not reproduced:
+``seq_nr`` (autograd's per-thread counter, different between two runs of the reference
+itself).
 """
 
 from __future__ import annotations
@@ -37,6 +37,7 @@ import torch
 from torch.fx import GraphModule
 
 from .noop_retrace import SELF_RETRACING, graph_modules
+from .retrace_history import add_retrace_links, relifted, unlifted
 
 _NOT_FROM_READER = ("custom", "nn_module_stack", "stack_trace")
 
@@ -44,7 +45,11 @@ _NOT_FROM_READER = ("custom", "nn_module_stack", "stack_trace")
 def _parameters_as_retraced(root: GraphModule, lifted: Set[str]) -> None:
     from torch.fx.proxy import _COPY_META_FIELDS
 
-    fields = [field for field in _COPY_META_FIELDS if field not in _NOT_FROM_READER]
+    fields = [field for field in _COPY_META_FIELDS
+              if field not in _NOT_FROM_READER and field != "from_node"]
+    for node in root.graph.nodes:  # what a parameter no operator reads gets
+        if node.op == "placeholder" and node.name in lifted:
+            node.meta["from_node"] = relifted(node)
     for node in root.graph.nodes:  # graph order: a later reader overwrites
         if node.op != "call_function" or isinstance(node.target,
                                                      torch._ops.HigherOrderOperator):
@@ -54,6 +59,7 @@ def _parameters_as_retraced(root: GraphModule, lifted: Set[str]) -> None:
                 for field in fields:
                     if field in node.meta:
                         arg.meta[field] = node.meta[field]
+                arg.meta["from_node"] = unlifted(node)
 
 
 def _eager_input_vals(node: torch.fx.Node) -> Any:
@@ -77,6 +83,7 @@ def rewrite_as_retraced(root: GraphModule, lifted: Set[str]) -> None:
     from torch.fx.experimental.proxy_tensor import _should_save_eager_input_vals
 
     _parameters_as_retraced(root, lifted)  # first: it reads the readers' old meta
+    add_retrace_links(root)
     for module in graph_modules(root):
         for node in module.graph.nodes:
             if node.op != "call_function" or not isinstance(node.target, torch._ops.OpOverload):
