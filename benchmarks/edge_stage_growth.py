@@ -3,7 +3,7 @@
 ``python benchmarks/edge_stage_growth.py --layers 6,12,24 [--executorch-layers 3,6,12]
 [--dim 64] --out FILE.json``:
 for each depth, ExecuTorch's own Llama (``fastlower.examples.user_models.executorch_llama``,
-the export_llm model class, dynamic sequence length) is exported once; then, with each of
+the export_llm model class; static shapes unless ``--dynamic``) is exported once; then, with each of
 XNNPACK's two partitioner set-ups, the edge stage (``_gen_edge_manager_for_partitioners``)
 runs with ExecuTorch's function and with fastlower's (``FASTLOWER_EDGE_RETRACES=skip``),
 each on a deep copy, and their results are compared (``fastlower.edge.verify``). Last,
@@ -21,16 +21,16 @@ import time
 import warnings
 
 
-def _program(layers: int, dim: int):
+def _program(layers: int, dim: int, dynamic: bool = False):
     import torch
 
     from fastlower.examples.user_models import executorch_llama
 
     torch.manual_seed(0)
     model, inputs = executorch_llama(layers, dim)
-    seq = torch.export.Dim("seq", min=1, max=16)
+    shapes = ({1: torch.export.Dim("seq", min=1, max=16)},) if dynamic else None
     with torch.no_grad():
-        return torch.export.export(model, inputs, dynamic_shapes=({1: seq},))
+        return torch.export.export(model, inputs, dynamic_shapes=shapes)
 
 
 def _edge(aten, setup: str) -> dict:
@@ -76,6 +76,8 @@ def main() -> None:
     parser.add_argument("--layers", default="6,12,24")
     parser.add_argument("--dim", type=int, default=64)
     parser.add_argument("--setups", default="xnnpack,dq+xnnpack")
+    parser.add_argument("--dynamic", action="store_true",
+                        help="a dynamic sequence length (fastlower then skips nothing)")
     parser.add_argument("--executorch-layers", default="3,6,12",
                         help="depths at which to time to_executorch (it grows faster)")
     parser.add_argument("--out", required=True)
@@ -85,7 +87,7 @@ def main() -> None:
     edge_layers = [int(x) for x in args.layers.split(",") if x]
     executorch_layers = [int(x) for x in args.executorch_layers.split(",") if x]
     for layers in sorted(set(edge_layers) | set(executorch_layers)):
-        aten = _program(layers, args.dim)
+        aten = _program(layers, args.dim, args.dynamic)
         row = {"layers": layers, "dim": args.dim}
         for setup in args.setups.split(",") if layers in edge_layers else []:
             row[setup] = _edge(aten, setup)

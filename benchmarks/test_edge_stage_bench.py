@@ -3,7 +3,8 @@ ExecuTorch's ``_gen_edge_manager_for_partitioners`` against fastlower's (the ret
 that provably change nothing skipped), in the same session.
 
 ``pytest benchmarks/test_edge_stage_bench.py [--edge-layers 6]``: ExecuTorch's Llama
-(the export_llm model class, dim 64, dynamic sequence length) with each of XNNPACK's two
+(the export_llm model class, dim 64, static shapes: with symbolic sizes fastlower skips
+nothing) with each of XNNPACK's two
 partitioner set-ups; each call gets a deep copy of the exported program (made outside
 the timing) and new partitioners. After timing, the two results are compared
 (``fastlower.edge.verify``); a difference fails the fastlower case. ``extra_info``:

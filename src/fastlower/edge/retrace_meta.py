@@ -77,6 +77,20 @@ def _eager_input_vals(node: torch.fx.Node) -> Any:
     return torch.fx.node.map_aggregate((node.args, node.kwargs), value)
 
 
+def _eager_input_vals_before_val(meta: dict) -> None:
+    """Key order as a retrace makes it: ``eager_input_vals`` is set when the node is
+    created, before ``val`` (the lowering cache compares key order too)."""
+    if "eager_input_vals" not in meta or "val" not in meta:
+        return
+    items = list(meta.items())
+    meta.clear()
+    for key, value in items:
+        if key == "val":
+            meta["eager_input_vals"] = dict(items)["eager_input_vals"]
+        if key != "eager_input_vals":
+            meta[key] = value
+
+
 def rewrite_as_retraced(root: GraphModule, lifted: Set[str]) -> None:
     """Sets the meta a retrace of the unchanged program would set; ``lifted``: the names
     of the placeholders that are parameters or buffers."""
@@ -86,12 +100,13 @@ def rewrite_as_retraced(root: GraphModule, lifted: Set[str]) -> None:
     add_retrace_links(root)
     for module in graph_modules(root):
         for node in module.graph.nodes:
-            if node.op != "call_function" or not isinstance(node.target, torch._ops.OpOverload):
+            if node.op != "call_function":
                 continue
-            if node.target in SELF_RETRACING:  # remade as they were (see noop_retrace)
-                continue
-            node.meta["original_aten"] = node.target
-            if _should_save_eager_input_vals(node.target, (node.args, node.kwargs)):
-                node.meta["eager_input_vals"] = _eager_input_vals(node)
-            else:
-                node.meta.pop("eager_input_vals", None)
+            if isinstance(node.target, torch._ops.OpOverload) and \
+                    node.target not in SELF_RETRACING:  # those are remade as they were
+                node.meta["original_aten"] = node.target
+                if _should_save_eager_input_vals(node.target, (node.args, node.kwargs)):
+                    node.meta["eager_input_vals"] = _eager_input_vals(node)
+                else:
+                    node.meta.pop("eager_input_vals", None)
+            _eager_input_vals_before_val(node.meta)
