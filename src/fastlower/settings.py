@@ -36,7 +36,7 @@ variable                        type    default meaning
 ``FASTLOWER_NATIVE_PARTITIONERS`` bool  true    false: canonical partitioners run unpatched
 ``FASTLOWER_VALIDATE_ALL``      bool    false   run the verifier on every program built
 ``FASTLOWER_FORCE_PYTHON``      bool    false   plan with the Python twin, not ``_core``
-``FASTLOWER_EDGE_RETRACES``     choice  all     edge stage: all/skip/verify no-op retraces
+``FASTLOWER_EDGE_RETRACES``     choice  skip    edge stage: skip/all/verify no-op retraces
 =============================== ======= ======= =============================================
 
 (The test suites' own switches, ``FASTLOWER_CONFORMANCE_IMPL``, ``FASTLOWER_FUZZ_*``,
@@ -78,7 +78,7 @@ FORCE_PYTHON = "FASTLOWER_FORCE_PYTHON"
 EDGE_RETRACES = "FASTLOWER_EDGE_RETRACES"
 
 START_METHODS = ("auto", "fork", "spawn")
-EDGE_RETRACE_MODES = ("all", "skip", "verify")
+EDGE_RETRACE_MODES = ("skip", "all", "verify")
 
 Value = Union[bool, int, Path, str, None]
 
@@ -129,8 +129,8 @@ VARIABLES: Dict[str, Variable] = {v.name: v for v in (
              "partitioners alone"),
     Variable(VALIDATE_ALL, "bool", False, "run the verifier on every program fastlower builds"),
     Variable(FORCE_PYTHON, "bool", False, "plan with the pure-Python twin, not fastlower._core"),
-    Variable(EDGE_RETRACES, "choice", "all", "the edge stage's retraces that change nothing: "
-             "run all (ExecuTorch's path), skip them, or verify (run both and compare)",
+    Variable(EDGE_RETRACES, "choice", "skip", "the edge stage's retraces that change nothing: "
+             "skip them, run all (ExecuTorch's path), or verify (run both and compare)",
              choices=EDGE_RETRACE_MODES),
 )}
 
@@ -235,5 +235,5 @@ def force_python() -> bool:
 
 
 def edge_retraces() -> str:
-    """``FASTLOWER_EDGE_RETRACES``: ``all`` (default), ``skip`` or ``verify``."""
+    """``FASTLOWER_EDGE_RETRACES``: ``skip`` (default), ``all`` or ``verify``."""
     return cast(str, get(EDGE_RETRACES))

@@ -1,12 +1,10 @@
 """fastlower's ``_gen_edge_manager_for_partitioners``: the edge stage of
 ``to_edge_transform_and_lower``, as ``FASTLOWER_EDGE_RETRACES`` asks.
 
-* ``all`` (the default): ExecuTorch's own function, every retrace run;
-* ``skip``: :func:`.decompose.gen_edge_manager_for_partitioners`, the retraces that
-  provably change nothing skipped. Opt-in: the result equals ExecuTorch's in graph,
-  names, signature, constants, debug handles and ``.pte`` bytes, but each node's
-  ``from_node`` history is shorter by the links the skipped retraces would have added
-  (the lowering cache's and the differential suite's comparisons see it);
+* ``skip`` (the default): :func:`.decompose.gen_edge_manager_for_partitioners`, the
+  retraces that provably change nothing skipped, and what they would still have
+  written in node meta written the same way;
+* ``all``: ExecuTorch's own function, every retrace run;
 * ``verify``: every retrace that would be skipped runs anyway and its result is
   compared with the skip's (:func:`.verify.program_difference`: the program in the
   lowering cache's canonical form and its debug handles), raising
