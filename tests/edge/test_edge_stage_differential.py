@@ -1,7 +1,10 @@
 """fastlower's edge stage (retraces that change nothing skipped) against ExecuTorch's:
 the same Edge programs, and after ``to_backend`` and ``to_executorch`` the same ``.pte``.
 
-Each case lowers one program twice with ExecuTorch's ``to_edge_transform_and_lower``,
+Each case exports a program twice (two exports, not deep copies: a copy shares its
+original's symbolic-shape state, and a second run on it names intermediate nodes in
+``from_node`` differently, reference or not) and lowers them with ExecuTorch's
+``to_edge_transform_and_lower``,
 once as it is and once with its ``_gen_edge_manager_for_partitioners`` routed to
 fastlower's, in ``skip`` mode: the edge programs must agree (``fastlower.edge.verify``),
 then the lowered programs (``fastlower.cache.compare``), then the ``.pte`` bytes and the
@@ -21,6 +24,7 @@ from tests.edge.models import FAMILIES, SETUPS, aten_program, partitioners
 
 
 def _lower(aten, setup: str, fastlower: bool):
+    """``aten``: a program (deep-copied) or a function making one."""
     from executorch.exir import to_edge_transform_and_lower
     from executorch.exir.program import _program
 
@@ -36,8 +40,8 @@ def _lower(aten, setup: str, fastlower: bool):
     with patch.routed({"_gen_edge_manager_for_partitioners": capture}):
         assert _program._gen_edge_manager_for_partitioners is not \
             patch.reference_of("_gen_edge_manager_for_partitioners")
-        lowered = to_edge_transform_and_lower(copy.deepcopy(aten),
-                                              partitioner=partitioners(setup))
+        program = aten() if callable(aten) else copy.deepcopy(aten)
+        lowered = to_edge_transform_and_lower(program, partitioner=partitioners(setup))
     return captured["edge"], lowered
 
 
@@ -57,11 +61,11 @@ def _same_lowering(aten, setup: str, monkeypatch) -> int:
 
 
 def test_conv_net_xnnpack(monkeypatch):
-    _same_lowering(aten_program("conv"), "xnnpack", monkeypatch)
+    _same_lowering(lambda: aten_program("conv"), "xnnpack", monkeypatch)
 
 
 def test_export_llm_model_two_partitioners_skips(monkeypatch):
-    program = aten_program("executorch_llama", 1)
+    program = lambda: aten_program("executorch_llama", 1)  # noqa: E731
     assert _same_lowering(program, "dq+xnnpack", monkeypatch) > 0
 
 
@@ -69,7 +73,7 @@ def test_export_llm_model_two_partitioners_skips(monkeypatch):
 @pytest.mark.parametrize("setup", SETUPS)
 @pytest.mark.parametrize("family", FAMILIES)
 def test_families(family, setup, monkeypatch):
-    _same_lowering(aten_program(family, 2), setup, monkeypatch)
+    _same_lowering(lambda: aten_program(family, 2), setup, monkeypatch)
 
 
 def test_verify_mode_passes_and_returns_the_reference(monkeypatch):
