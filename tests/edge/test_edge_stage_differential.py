@@ -16,6 +16,7 @@ from __future__ import annotations
 import copy
 
 import pytest
+import torch
 
 from fastlower import patch
 from fastlower.cache import compare
@@ -40,7 +41,8 @@ def _lower(aten, setup: str, fastlower: bool):
     with patch.routed({"_gen_edge_manager_for_partitioners": capture}):
         assert _program._gen_edge_manager_for_partitioners is not \
             patch.reference_of("_gen_edge_manager_for_partitioners")
-        program = aten() if callable(aten) else copy.deepcopy(aten)
+        program = (copy.deepcopy(aten) if isinstance(aten, torch.export.ExportedProgram)
+                   else aten())
         lowered = to_edge_transform_and_lower(program, partitioner=partitioners(setup))
     return captured["edge"], lowered
 
