@@ -67,6 +67,8 @@ def pytest_addoption(parser):
                          "(dim 1024; default 11)")
     group.addoption("--memory-backend", default="noop", choices=["noop", "xnnpack"],
                     help="backend of the memory benchmark (default noop)")
+    group.addoption("--edge-layers", default="6",
+                    help="layers of the edge-stage benchmark (test_edge_stage_bench.py; default 6)")
     group.addoption("--allow-python-twin", action="store_true",
                     help="run even if fastlower's native core did not load (times the "
                          "pure-Python planner twin instead)")

@@ -64,6 +64,9 @@ ENTRY_POINTS: Tuple[EntryPoint, ...] = (
     # the reference's own steps (with fastlower's to_backend) when it misses
     EntryPoint("executorch.exir.program._program", "to_edge_transform_and_lower"),
     EntryPoint("executorch.exir.program._program", "to_executorch", owner="EdgeProgramManager"),
+    # the edge stage inside to_edge_transform_and_lower (fastlower.edge: the retraces
+    # that change nothing skipped); routed by fastlower's to_edge_transform_and_lower
+    EntryPoint("executorch.exir.program._program", "_gen_edge_manager_for_partitioners"),
 )
 
 

@@ -45,6 +45,7 @@ IMPLEMENTATIONS: Dict[str, str] = {
     "to_backend": "fastlower.api:to_backend",
     "to_edge_transform_and_lower": "fastlower.cache:to_edge_transform_and_lower",
     "to_executorch": "fastlower.cache:to_executorch",
+    "_gen_edge_manager_for_partitioners": "fastlower.edge.stage:gen_edge_manager_for_partitioners",
 }
 
 

@@ -38,6 +38,7 @@ variable                        type    default meaning
 ``FASTLOWER_VALIDATE_ALL``      bool    false   run the verifier on every program built
 ``FASTLOWER_FORCE_PYTHON``      bool    false   plan with the Python twin, not ``_core``
 ``FASTLOWER_ALLOW_UNTESTED_VERSIONS`` bool false lower with an untested torch / ExecuTorch
+``FASTLOWER_EDGE_RETRACES``     choice  skip    edge stage: skip/all/verify no-op retraces
 =============================== ======= ======= =============================================
 
 (The test suites' own switches, ``FASTLOWER_CONFORMANCE_IMPL``, ``FASTLOWER_FUZZ_*``,
@@ -60,7 +61,7 @@ __all__ = [
     "workers", "cache_dir", "cache_size", "cache_verify", "cache_key_file", "progress",
     "start_method",
     "lowering_cache", "native_partitioners", "validate_all", "force_python",
-    "allow_untested_versions", "ALLOW_UNTESTED_VERSIONS",
+    "allow_untested_versions", "ALLOW_UNTESTED_VERSIONS", "edge_retraces", "EDGE_RETRACES",
     "WORKERS", "CACHE_DIR", "CACHE_SIZE", "CACHE_VERIFY", "CACHE_KEY_FILE", "PROGRESS",
     "START_METHOD", "LOWERING_CACHE", "NATIVE_PARTITIONERS", "VALIDATE_ALL", "FORCE_PYTHON",
 ]
@@ -80,8 +81,10 @@ NATIVE_PARTITIONERS = "FASTLOWER_NATIVE_PARTITIONERS"
 VALIDATE_ALL = "FASTLOWER_VALIDATE_ALL"
 FORCE_PYTHON = "FASTLOWER_FORCE_PYTHON"
 ALLOW_UNTESTED_VERSIONS = "FASTLOWER_ALLOW_UNTESTED_VERSIONS"
+EDGE_RETRACES = "FASTLOWER_EDGE_RETRACES"
 
 START_METHODS = ("auto", "fork", "spawn")
+EDGE_RETRACE_MODES = ("skip", "all", "verify")
 
 Value = Union[bool, int, Path, str, None]
 
@@ -137,6 +140,9 @@ VARIABLES: Dict[str, Variable] = {v.name: v for v in (
     Variable(FORCE_PYTHON, "bool", False, "plan with the pure-Python twin, not fastlower._core"),
     Variable(ALLOW_UNTESTED_VERSIONS, "bool", False, "lower with a torch or ExecuTorch outside "
              "the tested releases (one warning instead of an error)"),
+    Variable(EDGE_RETRACES, "choice", "skip", "the edge stage's retraces that change nothing: "
+             "skip them, run all (ExecuTorch's path), or verify (run both and compare)",
+             choices=EDGE_RETRACE_MODES),
 )}
 
 
@@ -248,3 +254,8 @@ def allow_untested_versions() -> bool:
     """``FASTLOWER_ALLOW_UNTESTED_VERSIONS``: an untested torch / ExecuTorch warns instead of
     failing the lowering (default false)."""
     return bool(get(ALLOW_UNTESTED_VERSIONS))
+
+
+def edge_retraces() -> str:
+    """``FASTLOWER_EDGE_RETRACES``: ``skip`` (default), ``all`` or ``verify``."""
+    return cast(str, get(EDGE_RETRACES))

@@ -7,10 +7,10 @@ and length, so an in-place write (``meta["torch_fn"] = ...``, ``stack.append(...
 ``stack[-1] = ...``) is seen.  Those values must be tuples (immutable) and the
 containers dicts, lists or tuples: anything else is declined with ``ValueError``
 (the C++ core raises ``Unsupported``, a ``ValueError``), and the caller keeps no index.
-The C++ watch skips a ``meta`` dict whose version tag (PEP 509) has not changed and
-checks an ``nn_module_stack`` dict by its version tag rather than its last value, so it
-also reports a write into that dict that leaves the last value alone; both are sound,
-the core is the more conservative.
+The C++ watch skips a ``meta`` dict whose version tag (PEP 509) has not changed (on
+Python 3.10 and 3.11; later versions deprecate the tag) and checks an ``nn_module_stack``
+dict by all its items rather than its last value, so it also reports a write into that
+dict that leaves the last value alone; both are sound, the core is the more conservative.
 """
 
 from __future__ import annotations

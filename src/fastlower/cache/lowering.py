@@ -252,12 +252,15 @@ def _manager(programs: Dict[str, ExportedProgram], info: Dict[str, Any],
 
 
 def _lower(programs: Any, args: Dict[str, Any]) -> EdgeProgramManager:
-    """The reference's function with fastlower's ``to_backend`` (its preprocess cache)."""
+    """The reference's function with fastlower's edge stage (its skipped retraces) and
+    ``to_backend`` (its preprocess cache)."""
     from ..api import to_backend as fastlower_to_backend
+    from ..edge.stage import gen_edge_manager_for_partitioners
 
-    with patch.routed({"to_backend": fastlower_to_backend}), \
+    with patch.routed({"to_backend": fastlower_to_backend,
+                       "_gen_edge_manager_for_partitioners": gen_edge_manager_for_partitioners}), \
             phases.edge_stage("to_edge_transform_and_lower"):
-        # ExecuTorch's edge stage, then fastlower's to_backend, with room on the stack
+        # the edge stage (fastlower.edge), then fastlower's to_backend, with room on the stack
         return with_stack_room(reference(), programs, **args)  # type: ignore[no-any-return]
 
 

@@ -1,0 +1,91 @@
+"""Whether ``ExportedProgram.run_decompositions(table)`` provably changes nothing.
+
+A retrace of a program that a previous ``run_decompositions`` already produced (so
+functional, dead-code free, with canonical names) gives the same program back when
+none of its operators would be decomposed. That holds when, in the root graph and
+every control-flow subgraph, every ``call_function`` target is
+
+* an ``OpOverload`` not in ``table`` (an Edge op counts as the ATen op it wraps, the
+  key decomposition tables use; ExecuTorch's own ``contains_any_call_fn_target_op``
+  skip reads it the same way), and not a CompositeImplicitAutograd op that
+  ``torch.export`` would decompose whatever the table (one it cannot preserve), or
+* a plain Python callable of the graph's own arithmetic (``operator.getitem``,
+  ``operator.mul`` ... on sizes), which a retrace records as it is.
+
+Anything else (a higher-order operator, an ``OpOverloadPacket``, an unknown callable)
+is not proven, and the retrace runs; so is a program with symbolic sizes (dynamic
+shapes; data-dependent ones make new symbols and runtime asserts on every retrace):
+measured, a second default-table retrace of ExecuTorch's Llama with a dynamic sequence
+length renamed ``mul_285`` to ``mul_315``. (Measured: a retrace
+of export_llm's program, which has both, its KV-cache update an
+``auto_functionalized_v2`` and its cache position an ``item()``, renames nodes,
+``mul_181`` becoming ``mul_205``: not a no-op.) An empty table is never skipped: it is the
+functionalizing retrace.
+"""
+
+from __future__ import annotations
+
+import operator
+from typing import Any, Collection, Iterator, Optional
+
+import torch
+from torch.fx import GraphModule
+
+_PLAIN_CALLABLES = frozenset(
+    value for value in vars(operator).values() if callable(value)) | frozenset(
+    (torch.sym_int, torch.sym_float, torch.sym_max, torch.sym_min, torch.sym_not,
+     torch.sym_ite, torch.sym_sum))
+
+
+# in the table as CompositeImplicitAutograd ops, but a retrace records a symbolic size it
+# reads as the same call again: their "decomposition" is the node itself
+SELF_RETRACING = frozenset((torch.ops.aten.sym_size.int, torch.ops.aten.sym_stride.int,
+                            torch.ops.aten.sym_numel.default,
+                            torch.ops.aten.sym_storage_offset.default))
+
+
+def graph_modules(root: GraphModule) -> Iterator[GraphModule]:
+    from executorch.exir.graph_module import get_control_flow_submodules
+
+    queue = [root]
+    while queue:
+        module = queue.pop(0)
+        yield module
+        queue.extend(sub for _, sub, _ in get_control_flow_submodules(module))
+
+
+def _always_decomposed(op: torch._ops.OpOverload) -> bool:
+    """A CompositeImplicitAutograd op that a retrace decomposes even outside the table:
+    one ``torch.export`` cannot preserve (``run_decompositions`` preserves every other
+    CIA op of a loaded namespace that the table leaves out)."""
+    from torch._export.utils import _check_valid_to_preserve, _is_cia_op
+
+    return _is_cia_op(op) and not _check_valid_to_preserve(op)
+
+
+def why_not_skipped(program: Any, table: Collection[Any]) -> Optional[str]:
+    """None when ``program.run_decompositions(table)`` provably returns the same program;
+    else why that is not proven (the retrace must run)."""
+    if not table:
+        return "an empty table: the functionalizing retrace"
+    from torch.fx.experimental.symbolic_shapes import free_symbols, free_unbacked_symbols
+
+    for module in graph_modules(program.graph_module):
+        for node in module.graph.nodes:
+            if free_unbacked_symbols(node.meta.get("val")):
+                return f"{node.name} has a data-dependent (unbacked) size"
+            if free_symbols(node.meta.get("val")):
+                return f"{node.name} has a symbolic (dynamic) size"
+            if node.op != "call_function":
+                continue
+            target = node.target
+            if not isinstance(target, torch._ops.OpOverload):
+                target = getattr(target, "_op", target)  # an Edge op: its ATen op
+            if isinstance(target, torch._ops.OpOverload):
+                if target in table and target not in SELF_RETRACING:
+                    return f"{node.name} ({target}) is in the table"
+                if _always_decomposed(target):
+                    return f"{node.name} ({target}) is decomposed whatever the table"
+            elif target not in _PLAIN_CALLABLES:
+                return f"{node.name}: target {target!r} is not an operator overload"
+    return None
