@@ -77,13 +77,18 @@ def _saved_runs(pytester):
     return sorted(pytester.path.glob(".benchmarks/*/*.json"))
 
 
+def _one_saved_benchmark(pytester, *options):
+    """Runs the inner pytest with ``options`` and autosave; its one saved benchmark."""
+    result = pytester.runpytest_subprocess("--benchmark-autosave", *options, "-q")
+    result.assert_outcomes(passed=1)
+    [saved] = _saved_runs(pytester)
+    return json.loads(saved.read_text())["benchmarks"][0]
+
+
 def test_benchmark_records_the_report_and_compare_fails_on_a_regression(pytester, monkeypatch):
     pytester.makepyfile(test_user_model=USER_TEST)
     monkeypatch.delenv("PLUGIN_TEST_SLEEP", raising=False)
-    base = pytester.runpytest_subprocess("--benchmark-autosave", "--lower-rounds=5", "-q")
-    base.assert_outcomes(passed=1)
-    [saved] = _saved_runs(pytester)
-    bench = json.loads(saved.read_text())["benchmarks"][0]
+    bench = _one_saved_benchmark(pytester, "--lower-rounds=5")
     assert bench["stats"]["rounds"] == 5
     info = bench["extra_info"]["fastlower"]
     assert list(info["phases"]) == ["partition+plan", "preprocess", "apply"]
@@ -119,10 +124,7 @@ def test_timed_rounds_use_no_cache_unless_asked(use_cache, hits, pytester, monke
     pytester.makepyfile(test_user_model=CACHED_TEST)
     monkeypatch.setenv("FASTLOWER_CACHE_DIR", str(tmp_path / "cache"))
     monkeypatch.setenv("USE_CACHE", "1" if use_cache else "0")
-    result = pytester.runpytest_subprocess("--benchmark-autosave", "--fastlower-rounds=4", "-q")
-    result.assert_outcomes(passed=1)
-    [saved] = _saved_runs(pytester)
-    bench = json.loads(saved.read_text())["benchmarks"][0]
+    bench = _one_saved_benchmark(pytester, "--fastlower-rounds=4")
     assert bench["stats"]["rounds"] == 4
     info = bench["extra_info"]["fastlower"]
     assert (info["cache_hits"], info["cache_misses"]) == ((hits, 0) if use_cache else (0, 0))
