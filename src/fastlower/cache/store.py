@@ -41,13 +41,13 @@ class LoweringStore:
 
     def __init__(self, directory: Path, size_limit: int,
                  key_file: Optional[Path] = None) -> None:
-        folder = open_folder(Path(directory), size_limit, key_file)
-        self.directory = folder.directory
-        self.store, self.read_only, self.secret = folder.store, folder.read_only, folder.secret
+        self.folder = open_folder(Path(directory), size_limit, key_file)
+        self.directory, self.store = self.folder.directory, self.folder.store
+        self.read_only = self.folder.read_only
 
     def seal(self, key: str) -> Seal:
-        """A fresh MAC of the entry under ``key`` with this folder's key."""
-        return Seal(self.secret.key, PURPOSE, key)
+        """A fresh MAC of the lowering entry under ``key`` (:meth:`CacheFolder.seal`)."""
+        return self.folder.seal(PURPOSE, key)
 
     def open(self, key: str) -> Optional[BinaryIO]:
         """The entry under ``key`` as a stream, or None; an unreadable entry raises."""

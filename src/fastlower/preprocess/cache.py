@@ -106,14 +106,11 @@ class PreprocessCache:
     Raises :class:`~.folder.UntrustedFolder` when the folder cannot be trusted."""
 
     def __init__(self, directory: Path, size_limit: int, key_file: Optional[Path] = None):
-        folder = open_folder(Path(directory), size_limit, key_file)
-        self.directory = folder.directory
-        self.store, self.read_only, self.secret = folder.store, folder.read_only, folder.secret
+        self.folder = open_folder(Path(directory), size_limit, key_file)
+        self.directory, self.store = self.folder.directory, self.folder.store
+        self.read_only = self.folder.read_only
         self.damaged: List[str] = []
         self.write_errors: List[str] = []
-
-    def _seal(self, key: str) -> Seal:
-        return Seal(self.secret.key, PURPOSE, key)
 
     def get(self, key: str) -> Optional[PreprocessResult]:
         try:
@@ -124,7 +121,7 @@ class PreprocessCache:
         if raw is None:
             return None
         try:
-            return decode(raw, self._seal(key))
+            return decode(raw, self.folder.seal(PURPOSE, key))
         except DamagedEntry as exc:
             self._drop(key, str(exc))
             return None
@@ -134,7 +131,7 @@ class PreprocessCache:
         if self.read_only:  # said once, when the folder was opened
             return
         try:
-            raw = encode(result, self._seal(key))
+            raw = encode(result, self.folder.seal(PURPOSE, key))
         except Exception as exc:  # not plain data (plain.UnsafePickle), or no pickle at all
             log.debug("preprocess result %s not stored: %r", key[:12], exc)
             return

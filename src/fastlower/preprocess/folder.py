@@ -28,6 +28,7 @@ import diskcache
 from ..trust import secret as secrets_
 from ..trust.disk import BytesOnlyDisk
 from ..trust.folder import others_can_write
+from ..trust.seal import Seal
 from ..trust.secret import CacheKeyError, CacheSecret
 
 log = logging.getLogger(__name__)
@@ -54,6 +55,10 @@ class CacheFolder:
     store: Union[diskcache.Cache, "ReadOnlyCache"]
     read_only: bool
     secret: CacheSecret
+
+    def seal(self, purpose: str, key: str) -> Seal:
+        """A fresh MAC of the ``purpose`` cache's entry under ``key``, with this folder's key."""
+        return Seal(self.secret.key, purpose, key)
 
 
 class ReadOnlyCache:
