@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from functools import singledispatch
-from typing import Any, Dict, List, Tuple
+from typing import Any, Callable, Dict, List, Tuple, TypeVar
 
 from executorch.exir.backend.backend_api import MethodProgramsPartitionerSpec as _RefSpec
 from executorch.exir.backend.compile_spec_schema import CompileSpec
@@ -19,6 +19,8 @@ from .report.document import LoweringReport
 from .report.registry import last_report
 from .spec import MethodProgramsPartitionerSpec
 from .stack_room import with_stack_room
+
+T = TypeVar("T")
 
 
 @singledispatch
@@ -48,18 +50,20 @@ def _(backend_id: str, edge_program: ExportedProgram,
 
 @to_backend.register
 def _(edge_program: ExportedProgram, partitioner_instance: Partitioner) -> ExportedProgram:
-    check_versions()
-    phases.edge_stage_done()
-    with phases.phase("to_backend"):
-        return with_stack_room(lower_program, edge_program, partitioner_instance)
+    return _partitioned(lower_program, edge_program, partitioner_instance)
 
 
 def _lower_spec(spec) -> Dict[str, ExportedProgram]:
+    return _partitioned(lower_methods, spec.method_to_edge_program, spec.method_to_partitioner)
+
+
+def _partitioned(lower: Callable[..., T], *args: Any) -> T:
+    """A partitioner overload's lowering: the versions checked, the edge stage (if any)
+    ended and ``to_backend`` announced (:mod:`.phases`), run with room on the stack."""
     check_versions()
     phases.edge_stage_done()
     with phases.phase("to_backend"):
-        return with_stack_room(lower_methods, spec.method_to_edge_program,
-                               spec.method_to_partitioner)
+        return with_stack_room(lower, *args)
 
 
 to_backend.register(MethodProgramsPartitionerSpec, _lower_spec)
