@@ -5,6 +5,7 @@ subcommands and typed options are all this needs, and it adds no dependency."""
 from __future__ import annotations
 
 import argparse
+import sys
 
 from .cache import cmd_cache
 from .common import ENV_CACHE_DIR, EXIT_MISMATCH
@@ -29,14 +30,23 @@ def _output_options(parser: argparse.ArgumentParser, defaults: bool) -> None:
 
 def version_line() -> str:
     """fastlower's version and the torch and ExecuTorch it runs with (without importing them)."""
-    from importlib.metadata import PackageNotFoundError, version
+    from ..compat import installed
 
     def of(dist: str) -> str:
-        try:
-            return version(dist)
-        except PackageNotFoundError:
-            return "not installed"
+        return installed(dist) or "not installed"
     return f"fastlower {of('fastlower')} (torch {of('torch')}, executorch {of('executorch')})"
+
+
+class _VersionAction(argparse.Action):
+    """``--version``: the versions are looked up only when asked (not at every start-up)."""
+
+    def __init__(self, option_strings, dest=argparse.SUPPRESS, default=argparse.SUPPRESS,
+                 help="show fastlower's, torch's and ExecuTorch's versions and exit"):
+        super().__init__(option_strings, dest=dest, default=default, nargs=0, help=help)
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        sys.stdout.write(version_line() + "\n")  # on stdout, as argparse's own version action
+        parser.exit()
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -44,7 +54,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="fastlower",
         description="Lower exported PyTorch programs to ExecuTorch with fastlower.")
-    parser.add_argument("--version", action="version", version=version_line())
+    parser.add_argument("--version", action=_VersionAction)
     _output_options(parser, defaults=True)
     common = argparse.ArgumentParser(add_help=False)
     _output_options(common, defaults=False)
