@@ -19,8 +19,9 @@ and fails unless both give the same graph and the same ``.pte`` bytes.
 The timed rounds use no preprocess cache (a warm-up round would otherwise fill it
 and every timed round would measure a hit), unless the test passes
 ``use_cache=True``. ``--fastlower-rounds N`` (alias ``--lower-rounds``) sets the
-rounds. pytest-benchmark turns itself off under pytest-xdist (``-n``); the plugin
-warns once when a run has both, as such a run measures nothing.
+rounds. pytest-benchmark turns itself off under pytest-xdist (``-n``); the fixture
+warns (:class:`XdistBenchmarkWarning`) when a run has both, as such a run measures
+nothing.
 
 Laid out like pytest-benchmark's own plugin: options in ``pytest_addoption``,
 the fixture in this module, the work in a small class. Nothing heavy is
