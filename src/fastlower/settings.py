@@ -39,6 +39,7 @@ variable                        type    default meaning
 ``FASTLOWER_FORCE_PYTHON``      bool    false   plan with the Python twin, not ``_core``
 ``FASTLOWER_ALLOW_UNTESTED_VERSIONS`` bool false lower with an untested torch / ExecuTorch
 ``FASTLOWER_EDGE_RETRACES``     choice  skip    edge stage: skip/all/verify no-op retraces
+``FASTLOWER_PREPROCESS_CLASSES`` choice derive  structural classes: derive/verify/off
 =============================== ======= ======= =============================================
 
 (The test suites' own switches, ``FASTLOWER_CONFORMANCE_IMPL``, ``FASTLOWER_FUZZ_*``,
@@ -62,6 +63,7 @@ __all__ = [
     "start_method",
     "lowering_cache", "native_partitioners", "validate_all", "force_python",
     "allow_untested_versions", "ALLOW_UNTESTED_VERSIONS", "edge_retraces", "EDGE_RETRACES",
+    "preprocess_classes", "PREPROCESS_CLASSES",
     "WORKERS", "CACHE_DIR", "CACHE_SIZE", "CACHE_VERIFY", "CACHE_KEY_FILE", "PROGRESS",
     "START_METHOD", "LOWERING_CACHE", "NATIVE_PARTITIONERS", "VALIDATE_ALL", "FORCE_PYTHON",
 ]
@@ -82,9 +84,11 @@ VALIDATE_ALL = "FASTLOWER_VALIDATE_ALL"
 FORCE_PYTHON = "FASTLOWER_FORCE_PYTHON"
 ALLOW_UNTESTED_VERSIONS = "FASTLOWER_ALLOW_UNTESTED_VERSIONS"
 EDGE_RETRACES = "FASTLOWER_EDGE_RETRACES"
+PREPROCESS_CLASSES = "FASTLOWER_PREPROCESS_CLASSES"
 
 START_METHODS = ("auto", "fork", "spawn")
 EDGE_RETRACE_MODES = ("skip", "all", "verify")
+CLASS_MODES = ("derive", "verify", "off")
 
 Value = Union[bool, int, Path, str, None]
 
@@ -143,6 +147,9 @@ VARIABLES: Dict[str, Variable] = {v.name: v for v in (
     Variable(EDGE_RETRACES, "choice", "skip", "the edge stage's retraces that change nothing: "
              "skip them, run all (ExecuTorch's path), or verify (run both and compare)",
              choices=EDGE_RETRACE_MODES),
+    Variable(PREPROCESS_CLASSES, "choice", "derive", "partitions of one structure: preprocess "
+             "two and derive the others, verify (preprocess all and compare), or off",
+             choices=CLASS_MODES),
 )}
 
 
@@ -259,3 +266,8 @@ def allow_untested_versions() -> bool:
 def edge_retraces() -> str:
     """``FASTLOWER_EDGE_RETRACES``: ``skip`` (default), ``all`` or ``verify``."""
     return cast(str, get(EDGE_RETRACES))
+
+
+def preprocess_classes() -> str:
+    """``FASTLOWER_PREPROCESS_CLASSES``: ``derive`` (default), ``verify`` or ``off``."""
+    return cast(str, get(PREPROCESS_CLASSES))

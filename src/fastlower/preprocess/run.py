@@ -38,6 +38,7 @@ from .jobs import PreprocessJob, call_preprocess, estimated_cost
 from .keys import TensorDigests, cache_key
 from .progress import partition_bar
 from .settings import ResolvedOptions, resolve
+from ..structure.classes import ClassPlan
 
 
 # backend classes that have preprocessed a partition in this process (see prime())
@@ -98,6 +99,40 @@ def _open_cache(opts: ResolvedOptions) -> Optional[PreprocessCache]:
     return cache
 
 
+def _run_jobs(jobs: Sequence[PreprocessJob], opts: ResolvedOptions,
+              done: Callable[[PreprocessJob, PreprocessResult, float], None], report) -> None:
+    """Preprocess ``jobs`` for real: the backends' jobs in the chosen runner, then the
+    serial-only ones; of all failures, the earliest partition's is raised."""
+    parallel = [j for j in jobs if j.parallel_ok]
+    serial = [j for j in jobs if not j.parallel_ok]
+    runner = choose_runner(opts.workers, opts.executor, parallel, opts.start_method)
+    if not report.preprocess_runner:
+        report.preprocess_runner = _runner_label(runner, opts, len(parallel))
+    if not jobs:
+        return
+    # a backend's failure in the batch is held until the serial jobs before it
+    # have run: of all failures, the earliest partition's is raised
+    failure = EarliestFailure()
+    try:
+        if runner == "fork":
+            rest = prime(parallel, done, failure)
+            if len(rest) > 1:
+                run_fork_pool(rest, opts.workers, done, failure)
+            else:
+                run_serial(rest, done, failure)
+        elif runner == "spawn":
+            # spawned workers inherit nothing: priming here would not help them
+            run_spawn_pool(parallel, opts.workers, done, failure)
+        elif runner == "executor":
+            run_on_executor(parallel, opts.executor, done, failure)
+        else:
+            run_serial(parallel, done, failure)
+    except Exception as exc:
+        if not failure.is_raised(exc):
+            raise
+    run_serial(serial, done, failure)
+
+
 def preprocess_partitions(jobs: Sequence[PreprocessJob], report) -> List[PreprocessResult]:
     """Each job's ``PreprocessResult``, in the jobs' order (``job.index`` = position)."""
     opts = resolve()
@@ -137,36 +172,25 @@ def preprocess_partitions(jobs: Sequence[PreprocessJob], report) -> List[Preproc
             hit[i] = (i in cached) if i in keys else None
             bar.update(1)
 
-        parallel = [j for j in to_run if j.parallel_ok]
-        serial = [j for j in to_run if not j.parallel_ok]
-        runner = choose_runner(opts.workers, opts.executor, parallel, opts.start_method)
-        report.preprocess_runner = _runner_label(runner, opts, len(parallel))
+        # a cache being verified runs every partition: classes are then verified too
+        plan = ClassPlan(list(to_run), "verify" if opts.verify and opts.classes != "off"
+                         else opts.classes)
         with partition_bar(len(jobs), opts.progress) as bar:
             for index in cached:
                 if not opts.verify:
                     results[index], hit[index] = cached[index], True
                     bar.update(1)
-            # a backend's failure in the batch is held until the serial jobs before it
-            # have run: of all failures, the earliest partition's is raised
-            failure = EarliestFailure()
-            try:
-                if runner == "fork":
-                    rest = prime(parallel, done, failure)
-                    if len(rest) > 1:
-                        run_fork_pool(rest, opts.workers, done, failure)
-                    else:
-                        run_serial(rest, done, failure)
-                elif runner == "spawn":
-                    # spawned workers inherit nothing: priming here would not help them
-                    run_spawn_pool(parallel, opts.workers, done, failure)
-                elif runner == "executor":
-                    run_on_executor(parallel, opts.executor, done, failure)
-                else:
-                    run_serial(parallel, done, failure)
-            except Exception as exc:
-                if not failure.is_raised(exc):
-                    raise
-            run_serial(serial, done, failure)
+            _run_jobs(plan.first, opts, done, report)
+            real = {job.index: results[job.index] for job in plan.first
+                    if results[job.index] is not None}
+            derived, rerun = plan.resolve(real)
+            for index, result in derived.items():
+                results[index], hit[index] = result, (False if index in keys else None)
+                if cache is not None and index in keys:
+                    cache.put(keys[index], result)
+                bar.update(1)
+            _run_jobs(rerun, opts, done, report)
+        report.record_classes(plan.stats.as_dict())
     finally:
         if cache is not None:
             if cache.damaged:

@@ -26,6 +26,10 @@ option             environment variable        default
 ``progress``       ``FASTLOWER_PROGRESS=1|0``  a bar only when stderr is a terminal
 ``start_method``   ``FASTLOWER_START_METHOD``  ``auto``: ``fork`` when the calling process
                                                runs no other Python thread, else ``spawn``
+``classes``        ``FASTLOWER_PREPROCESS_     ``derive``: partitions of one structure are
+                   CLASSES``                   derived from two real preprocesses
+                                               (``verify``: all run and are compared;
+                                               ``off``: all run)
 =================  ==========================  =========================================
 """
 
@@ -58,6 +62,7 @@ class PreprocessOptions:
     progress: Optional[bool] = None
     start_method: Optional[str] = None
     cache_key_file: Optional[Union[str, Path]] = None
+    classes: Optional[str] = None
 
 
 _CURRENT = PreprocessOptions()  # process-wide (set_options)
@@ -85,6 +90,7 @@ class ResolvedOptions:
     progress: bool
     start_method: str = "auto"
     cache_key_file: Optional[Path] = None  # None: the user's own key
+    classes: str = "derive"
 
 
 def resolve() -> ResolvedOptions:
@@ -115,7 +121,15 @@ def resolve() -> ResolvedOptions:
         workers=workers, executor=opts.executor,
         cache_dir=Path(cache_dir).expanduser() if cache_dir else None,
         cache_size=cache_size, verify=verify, progress=progress, start_method=start_method,
-        cache_key_file=Path(key_file).expanduser() if key_file else None)
+        cache_key_file=Path(key_file).expanduser() if key_file else None,
+        classes=_classes(opts.classes))
+
+
+def _classes(given: Optional[str]) -> str:
+    mode = (given or env.preprocess_classes()).lower()
+    if mode not in env.CLASS_MODES:
+        raise ValueError(f"preprocess classes must be one of {env.CLASS_MODES}, got {given!r}")
+    return mode
 
 
 def current() -> PreprocessOptions:
@@ -137,7 +151,8 @@ def options(*, workers: Optional[int] = None, executor: Optional[Executor] = Non
             cache_dir: Optional[Union[str, Path]] = None, cache_size: Optional[int] = None,
             verify: Optional[bool] = None, progress: Optional[bool] = None,
             start_method: Optional[str] = None,
-            cache_key_file: Optional[Union[str, Path]] = None) -> Iterator[PreprocessOptions]:
+            cache_key_file: Optional[Union[str, Path]] = None,
+            classes: Optional[str] = None) -> Iterator[PreprocessOptions]:
     """Preprocess settings inside the block; the previous ones are restored after it.
 
     Only the keywords given change; ``None`` keeps the setting as it was.
@@ -152,6 +167,9 @@ def options(*, workers: Optional[int] = None, executor: Optional[Executor] = Non
     when no other Python thread is alive in the process, else spawn).
     ``cache_key_file`` names the file holding the key that signs cache entries
     (default: the user's own, generated on first use; see ``fastlower.trust``).
+    ``classes`` says what happens to partitions of one structure (``fastlower.structure``):
+    ``"derive"`` (two are preprocessed, the others derived), ``"verify"`` (all are
+    preprocessed and compared with what was derived) or ``"off"``.
 
     The block's settings hold for the calling thread (context) only: lowerings in
     other threads keep theirs.
@@ -159,7 +177,7 @@ def options(*, workers: Optional[int] = None, executor: Optional[Executor] = Non
     requested: Dict[str, object] = dict(
         workers=workers, executor=executor, cache_dir=cache_dir, cache_size=cache_size,
         verify=verify, progress=progress, start_method=start_method,
-        cache_key_file=cache_key_file)
+        cache_key_file=cache_key_file, classes=classes)
     given: Dict[str, Any] = {k: v for k, v in requested.items() if v is not None}
     scoped = replace(current(), **given)
     token = _SCOPED.set(scoped)

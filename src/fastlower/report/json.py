@@ -30,6 +30,8 @@ timing             seconds: total, phases {name: s}, external {partitioner,
 lowering_cache     optional: {status, key, seconds {step: s}} when the lowering
                    cache of ``to_edge_transform_and_lower`` took part (status
                    "hit", "miss", "verified" or "uncacheable")
+preprocess_classes optional: partitions of one structure {classes, derived,
+                   verified, fallbacks [{tag, why}]} (``fastlower.structure``)
 notes              (optional) lines the reader should know, e.g. a type of the
                    program's inputs or outputs replaced by a stand-in on loading
 =================  =======================================================
@@ -90,6 +92,8 @@ def to_dict(report: ReportData) -> Dict[str, Any]:
         **({"lowering_cache": {"status": report.lowering_cache, "key": report.lowering_cache_key,
                                "seconds": dict(report.lowering_cache_seconds)}}
            if report.lowering_cache is not None else {}),
+        **({"preprocess_classes": report.preprocess_classes}
+           if report.preprocess_classes else {}),
         "notes": list(report.notes),
     }
 

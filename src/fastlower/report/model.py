@@ -11,7 +11,7 @@ from __future__ import annotations
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Dict, Iterable, Iterator, List, Optional, Tuple, Type, TypeVar
+from typing import Any, Dict, Iterable, Iterator, List, Optional, Tuple, Type, TypeVar
 
 from ..records import TOP, partition_key
 
@@ -131,6 +131,9 @@ class ReportData:
     cache_hits: Dict[str, int] = field(default_factory=dict)
     cache_misses: Dict[str, int] = field(default_factory=dict)
     cache_key_seconds: float = 0.0
+    # partitions of one structure (``fastlower.structure``): {classes, derived, verified,
+    # fallbacks [{tag, why}]}, summed over the lowering's preprocess batches
+    preprocess_classes: Dict[str, Any] = field(default_factory=dict)
     # one record per preprocessed partition, in the reference's order: {tag, backend,
     # method, preprocess_seconds, cache_hit (None: not cached)}
     preprocess_records: List[Dict[str, object]] = field(default_factory=list)
@@ -237,10 +240,32 @@ class ReportData:
         steps = ", ".join(f"{k} {v:.3f}s" for k, v in self.lowering_cache_seconds.items())
         return f"\nlowering cache: {self.lowering_cache}" + (f" ({steps})" if steps else "")
 
+    def record_classes(self, stats: Dict[str, Any]) -> None:
+        """Add one preprocess batch's structural-class counts (``ClassStats.as_dict``)."""
+        mine = self.preprocess_classes
+        for name in ("classes", "derived", "verified"):
+            mine[name] = mine.get(name, 0) + int(stats.get(name, 0))
+        mine.setdefault("fallbacks", []).extend(stats.get("fallbacks", []))
+
+    def classes_line(self) -> str:
+        """``structure: N classes, M partitions derived, K verified, F preprocessed
+        (why)``, or ``""`` when no class formed."""
+        c = self.preprocess_classes
+        if not c.get("classes"):
+            return ""
+        text = (f"structure: {c['classes']} classes, {c['derived']} partitions derived, "
+                f"{c['verified']} verified")
+        fallbacks = c.get("fallbacks", [])
+        if fallbacks:
+            text += f", {len(fallbacks)} preprocessed instead ({fallbacks[0]['why']})"
+        return text
+
     def _format_preprocess(self) -> str:
         if not self.preprocess_runner:
             return ""
         text = f"\npreprocess: {self.preprocess_runner}"
+        if self.classes_line():
+            text += f"\n{self.classes_line()}"
         backends = list(dict.fromkeys(list(self.cache_hits) + list(self.cache_misses)))
         if backends:
             text += "; cache: " + ", ".join(
