@@ -1,0 +1,120 @@
+"""The template's refusals: what it does not model makes the backend run, never a guess.
+
+Real XNNPACK results of a small program (two linears of the same shape, each on its own
+input, in a partition each), then each refusal provoked on them."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+import torch
+
+from fastlower.preprocess.jobs import PreprocessJob
+from fastlower.structure import constant_bytes
+from fastlower.structure.shape_key import partition_shape
+from fastlower.structure.template import NotDerivable, derive, learn
+from fastlower.structure.xnnpack_blob import BlobLayoutError, read_fields
+
+
+class TwoLinears(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.a = torch.nn.Linear(16, 16)
+        self.b = torch.nn.Linear(16, 16)
+
+    def forward(self, x, y):
+        return self.a(x), self.b(y)
+
+
+@pytest.fixture(scope="module")
+def partitions():
+    """``(job, real result)`` for each XNNPACK partition of ``TwoLinears``."""
+    from executorch.backends.xnnpack.partition.xnnpack_partitioner import XnnpackPartitioner
+    from executorch.backends.xnnpack.xnnpack_preprocess import XnnpackBackend
+    from executorch.exir import to_edge_transform_and_lower
+
+    seen = []
+    original = XnnpackBackend.preprocess
+
+    def record(program, specs):
+        import copy
+
+        kept = copy.deepcopy(program)
+        result = original(program, specs)
+        seen.append((PreprocessJob(len(seen), "XnnpackBackend", XnnpackBackend, kept,
+                                   list(specs), f"tag{len(seen)}", "forward", False), result))
+        return result
+
+    torch.manual_seed(0)
+    program = torch.export.export(TwoLinears().eval(), (torch.randn(2, 16), torch.randn(2, 16)))
+    XnnpackBackend.preprocess = staticmethod(record)
+    try:
+        to_edge_transform_and_lower(program, partitioner=[XnnpackPartitioner(per_op_mode=True)])
+    finally:
+        XnnpackBackend.preprocess = staticmethod(original)
+    return seen
+
+
+def _linears(partitions):
+    shapes = [(partition_shape(job), result) for job, result in partitions]
+    key = shapes[0][0].key
+    same = [(s, r) for s, r in shapes if s.key == key]
+    assert len(same) >= 2, [s.key[:8] for s, _ in shapes]
+    return same
+
+
+def test_derives_the_other_linear_byte_for_byte(partitions):
+    (first, first_result), (second, second_result) = _linears(partitions)[:2]
+    derived = derive(learn(first, first_result), second)
+    assert bytes(derived.processed_bytes) == bytes(second_result.processed_bytes)
+    assert derived.data_store_output == second_result.data_store_output
+    assert bytes(first_result.processed_bytes) != bytes(second_result.processed_bytes)
+
+
+def test_named_data_no_step_explains_is_refused(partitions):
+    first, result = _linears(partitions)[0]
+    moved = dataclasses.replace(first, constants=[c + 1 for c in first.constants])
+    with pytest.raises(NotDerivable, match="no catalog step"):
+        learn(moved, result)
+
+
+def test_a_constant_no_named_data_holds_must_not_change(partitions):
+    (first, result), (second, _) = _linears(partitions)[:2]
+    template = learn(first, result)
+    extra = torch.arange(4.0)
+    template = dataclasses.replace(template, unread=((len(first.constants), "0" * 32),))
+    member = dataclasses.replace(second, constants=[*second.constants, extra])
+    with pytest.raises(NotDerivable, match="which no named data holds, differs"):
+        derive(template, member)
+
+
+def test_shared_debug_handles_must_stay_shared(partitions):
+    (first, result), (second, _) = _linears(partitions)[:2]
+    template = learn(first, result)
+    handles = list(second.handles)
+    slot_nodes = template.handle_slots[0][1]
+    handles[slot_nodes[0]] = 0
+    with pytest.raises(NotDerivable, match="debug handle"):
+        derive(template, dataclasses.replace(second, handles=handles))
+
+
+def test_another_structure_is_refused(partitions):
+    (first, result), (second, _) = _linears(partitions)[:2]
+    with pytest.raises(NotDerivable, match="another structure"):
+        derive(learn(first, result), dataclasses.replace(second, key="0" * 32))
+
+
+def test_garbage_blob_is_a_layout_error():
+    with pytest.raises(BlobLayoutError):
+        read_fields(b"\0" * 64)
+    with pytest.raises(BlobLayoutError):
+        read_fields(b"\0\0\0\0XH00" + b"\xff" * 40)
+
+
+def test_keys_named_otherwise_are_not_explained():
+    found, why = constant_bytes.explain(["weight_0"], [torch.ones(3)])
+    assert found is None and "not a sha256 name" in why
+    data = constant_bytes.apply("float32", torch.ones(3))
+    found, why = constant_bytes.explain([constant_bytes.digest(data)], [torch.ones(3)])
+    assert found == [(0, "stored")] and why == ""
