@@ -50,15 +50,19 @@ def result_fields(result: PreprocessResult) -> tuple:
 
 def encode(result: PreprocessResult, seal: Seal) -> bytes:
     """An entry's bytes for ``result``; ``plain.UnsafePickle`` if it is not plain data."""
-    payload = plain.dumps(result_fields(result))
+    return seal_payload(plain.dumps(result_fields(result)), seal)
+
+
+def seal_payload(payload: bytes, seal: Seal) -> bytes:
+    """``MAGIC | u32 len | versions | payload | MAC``."""
     stamp = versions().encode()
     body = MAGIC + struct.pack(">I", len(stamp)) + stamp + payload
     seal.update(body)
     return body + seal.digest()
 
 
-def decode(raw: bytes, seal: Seal) -> PreprocessResult:
-    """The result an entry holds; :class:`DamagedEntry` if it cannot be trusted.
+def open_payload(raw: bytes, seal: Seal) -> bytes:
+    """The payload of an entry; :class:`DamagedEntry` if it cannot be trusted.
 
     Only the magic and the versions are compared before the MAC is checked; nothing
     is decoded before it is."""
@@ -81,8 +85,14 @@ def decode(raw: bytes, seal: Seal) -> PreprocessResult:
     if not seal.matches(bytes(raw[len(raw) - MAC_SIZE:])):
         raise DamagedEntry("its MAC does not verify (damaged, or written without this "
                            "cache's key)")
+    return bytes(body[at:])
+
+
+def decode(raw: bytes, seal: Seal) -> PreprocessResult:
+    """The result an entry holds; :class:`DamagedEntry` if it cannot be trusted."""
+    payload = open_payload(raw, seal)
     try:
-        processed, handles, data, info = plain.loads(bytes(body[at:]))
+        processed, handles, data, info = plain.loads(payload)
     except Exception as exc:
         raise DamagedEntry(f"cannot read its plain data: {exc!r}") from exc
     return PreprocessResult(processed_bytes=processed, debug_handle_map=handles,
@@ -125,6 +135,33 @@ class PreprocessCache:
         except DamagedEntry as exc:
             self._drop(key, str(exc))
             return None
+
+    def get_plain(self, purpose: str, key: str) -> Optional[object]:
+        """Plain data stored by :meth:`put_plain` under ``purpose`` and ``key``, or ``None``."""
+        entry = f"{purpose}:{key}"
+        try:
+            raw = self.store.get(entry, default=None, retry=True)
+        except Exception as exc:
+            self._drop(entry, f"cannot be read: {exc!r}")
+            return None
+        if raw is None:
+            return None
+        try:
+            return plain.loads(open_payload(raw, self.folder.seal(purpose, entry)))
+        except Exception as exc:  # DamagedEntry, or plain data that does not load
+            self._drop(entry, str(exc))
+            return None
+
+    def put_plain(self, purpose: str, key: str, value: object) -> None:
+        """Stores plain data (not a ``PreprocessResult``); failures are noted, not raised."""
+        if self.read_only:
+            return
+        entry = f"{purpose}:{key}"
+        try:
+            raw = seal_payload(plain.dumps(value), self.folder.seal(purpose, entry))
+            self.store.set(entry, raw, retry=True)
+        except Exception as exc:
+            self.write_errors.append(f"{entry[:24]}: {exc!r}")
 
     def put(self, key: str, result: PreprocessResult) -> None:
         """Stores ``result``; a failed write (disk full, read-only) is noted, not raised."""

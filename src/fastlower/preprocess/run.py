@@ -21,6 +21,7 @@ partition paid that again, for every lowering, and two workers saved little.
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 import warnings
@@ -174,7 +175,7 @@ def preprocess_partitions(jobs: Sequence[PreprocessJob], report) -> List[Preproc
 
         # a cache being verified runs every partition: classes are then verified too
         plan = ClassPlan(list(to_run), "verify" if opts.verify and opts.classes != "off"
-                         else opts.classes)
+                         else opts.classes, cache)
         with partition_bar(len(jobs), opts.progress) as bar:
             for index in cached:
                 if not opts.verify:
@@ -191,6 +192,8 @@ def preprocess_partitions(jobs: Sequence[PreprocessJob], report) -> List[Preproc
                 bar.update(1)
             _run_jobs(rerun, opts, done, report)
         report.record_classes(plan.stats.as_dict())
+        if plan.stats.classes:  # shown with the phase lines (the CLI, fastlower run)
+            logging.getLogger("fastlower.phases").info("%s", plan.stats.line())
     finally:
         if cache is not None:
             if cache.damaged:

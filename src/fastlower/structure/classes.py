@@ -7,8 +7,10 @@ representative) and the second (the probe) are preprocessed for real; the templa
 learnt from the representative (:mod:`.template`) must re-make the probe's real result
 byte for byte, or the class is not derived. The other members are then derived. Any
 member the template cannot re-make is preprocessed for real, and why is recorded.
-A proven template is kept for the rest of the process, so later lowerings derive every
-member of a class they share.
+A proven template is kept for the rest of the process and, when a preprocess cache is
+open, in the cache (plain data under the folder's MAC): later lowerings, in this process
+or another (a new checkpoint of the same model), derive every member of a class they
+share, a class of one included.
 
 Modes (``preprocess.options(classes=...)``, ``FASTLOWER_PREPROCESS_CLASSES``):
 ``derive`` as above; ``verify`` preprocesses every member for real and raises
@@ -27,13 +29,14 @@ from executorch.exir.backend.backend_details import PreprocessResult
 
 from ..preprocess.jobs import PreprocessJob
 from .shape_key import PartitionShape, partition_shape
-from .template import NotDerivable, Template, derive, learn
+from .template import NotDerivable, Template, derive, from_plain, learn, to_plain
 
 log = logging.getLogger(__name__)
 
 # backends whose results a template re-makes: backend id -> the class's module and name
 DERIVERS = {"XnnpackBackend": "executorch.backends.xnnpack.xnnpack_preprocess.XnnpackBackend"}
 SMALLEST_CLASS = 3  # below it, two real preprocesses would cost what deriving saves
+CACHE_PURPOSE = "preprocess-template"
 _KEPT = 512  # proven templates kept per process
 
 _TEMPLATES: "collections.OrderedDict[str, Template]" = collections.OrderedDict()
@@ -52,6 +55,13 @@ class ClassStats:
     derived: int = 0
     verified: int = 0  # derived and compared with a real preprocess (probe, verify mode)
     fallbacks: List[Tuple[str, str]] = field(default_factory=list)  # (tag, why)
+
+    def line(self) -> str:
+        text = (f"structure: {self.classes} classes, {self.derived} partitions derived, "
+                f"{self.verified} verified")
+        if self.fallbacks:
+            text += f", {len(self.fallbacks)} preprocessed instead ({self.fallbacks[0][1]})"
+        return text
 
     def as_dict(self) -> Dict[str, object]:
         return {"classes": self.classes, "derived": self.derived, "verified": self.verified,
@@ -97,14 +107,33 @@ class ClassPlan:
     ``first`` lists the jobs to preprocess now; :meth:`resolve` takes their results and
     returns the derived results and the jobs still to preprocess."""
 
-    def __init__(self, jobs: List[PreprocessJob], mode: str):
+    def __init__(self, jobs: List[PreprocessJob], mode: str, cache=None):
         self.mode = mode
+        self.cache = cache  # a PreprocessCache, or None
         self.stats = ClassStats()
         self.shapes: Dict[int, PartitionShape] = {}
         self.groups: Dict[str, List[PreprocessJob]] = {}
         if mode != "off":
             self._group(jobs)
         self.first = [job for job in jobs if not self._waits(job)]
+
+    def _known(self, key: str) -> Optional[Template]:
+        """The proven template of ``key``: this process's, else the cache's."""
+        template = _remembered(key)
+        if template is not None or self.cache is None:
+            return template
+        value = self.cache.get_plain(CACHE_PURPOSE, key)
+        if value is None:
+            return None
+        try:
+            template = from_plain(value)
+        except NotDerivable as exc:
+            log.debug("cached template %s not used: %s", key[:16], exc)
+            return None
+        if template.key != key:
+            return None
+        _remember(template)
+        return template
 
     def _group(self, jobs: List[PreprocessJob]) -> None:
         for job in jobs:
@@ -117,7 +146,9 @@ class ClassPlan:
                 continue
             self.shapes[job.index] = shape
             self.groups.setdefault(shape.key, []).append(job)
-        self.groups = {k: v for k, v in self.groups.items() if len(v) > 1}
+        # a class of one is derived only from a template proven before
+        self.groups = {k: v for k, v in self.groups.items()
+                       if len(v) > 1 or self._known(k) is not None}
         self.stats.classes = len(self.groups)
 
     def _waits(self, job: PreprocessJob) -> bool:
@@ -127,7 +158,7 @@ class ClassPlan:
         members = self.groups.get(self.shapes[job.index].key)
         if members is None:
             return False
-        if _remembered(self.shapes[job.index].key) is not None:
+        if self._known(self.shapes[job.index].key) is not None:
             return True
         return len(members) >= SMALLEST_CLASS and members.index(job) >= 2
 
@@ -142,12 +173,22 @@ class ClassPlan:
                 if job.index in done and self.mode == "derive":
                     continue
                 self._member(job, template, why, done, derived, rerun)
+            if template is not None and self.mode == "verify":
+                self._proven(template)  # every member compared: none differed
         return derived, rerun
+
+    def _proven(self, template: Template) -> None:
+        """Keep a template shown to re-make real results, here and in the cache."""
+        if _remembered(template.key) is not None:
+            return
+        _remember(template)
+        if self.cache is not None:
+            self.cache.put_plain(CACHE_PURPOSE, template.key, to_plain(template))
 
     def _template(self, key: str, members: List[PreprocessJob],
                   done: Dict[int, PreprocessResult]) -> Tuple[Optional[Template], str]:
         """The class's proven template, or ``None`` and why not."""
-        template = _remembered(key)
+        template = self._known(key)
         if template is not None:
             return template, ""
         representative = members[0]
@@ -168,7 +209,7 @@ class ClassPlan:
             self.stats.verified += 1
             if not _same(again, done[probe.index]):
                 return None, "the result derived for a second member differed from its own"
-        _remember(template)
+            self._proven(template)
         return template, ""
 
     def _member(self, job: PreprocessJob, template: Optional[Template], why: str,

@@ -140,3 +140,32 @@ def derive(template: Template, shape: PartitionShape) -> PreprocessResult:
         struct.pack_into("<I", blob, position, handle)
     return PreprocessResult(processed_bytes=bytes(blob), debug_handle_map=(
         None if template.handle_map is None else {}), data_store_output=output)
+
+
+def to_plain(template: Template) -> tuple:
+    """The template as plain data (tuples, strings, ints, bytes), for the cache."""
+    entries = tuple((e.prefix, e.constant, e.step, e.alignment, e.tensor_layout)
+                    for e in template.entries)
+    return (template.key, template.blob, entries, template.buffer_indices, template.key_slots,
+            template.handle_slots, template.unread, template.handle_map is None)
+
+
+def from_plain(value: object) -> Template:
+    """A template from :func:`to_plain`'s data; :class:`NotDerivable` if malformed."""
+    try:
+        key, blob, entries, buffers, key_slots, handle_slots, unread, map_none = value
+        template = Template(
+            str(key), bytes(blob),
+            tuple(Entry(str(p), int(c), str(s), int(a), layout)
+                  for p, c, s, a, layout in entries),
+            tuple(int(b) for b in buffers),
+            tuple((int(at), int(i)) for at, i in key_slots),
+            tuple((int(at), tuple(int(k) for k in nodes)) for at, nodes in handle_slots),
+            tuple((int(i), str(d)) for i, d in unread),
+            None if map_none else {})
+    except (TypeError, ValueError) as exc:
+        raise NotDerivable(f"a cached template is malformed: {exc!r}") from exc
+    if any(e.step not in constant_bytes.STEPS or e.prefix not in constant_bytes.PREFIXES
+           for e in template.entries):
+        raise NotDerivable("a cached template names an unknown step")
+    return template
