@@ -204,3 +204,15 @@ def _upload(client: StoreClient, settings: "LoweringCacheSettings", key: str,
         turn_off(client.settings, str(exc))
     finally:
         local.close()
+
+
+def forget() -> None:
+    """Forgets what this process learnt about stores (unusable, read-only, served, told):
+    the next lowering starts afresh (for tests, and for long-lived processes that fixed
+    their store)."""
+    upload.drain()
+    with _LOCK:
+        for memory in (_CLIENTS, _OFF, _NO_WRITES):
+            memory.clear()
+        for seen in (_REPLACE, _SERVED, _TOLD):
+            seen.clear()
