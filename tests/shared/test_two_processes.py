@@ -2,8 +2,9 @@
 
 Each store is real: a directory, and moto's S3-compatible server on loopback. The
 first process (``tests.cache.lower_once``: ExecuTorch's ``to_edge_transform_and_lower``
-and ``to_executorch`` under ``fastlower.patch``, the demo add/mul partitioner) misses both entries and uploads them; the second, with a folder of its own,
-is served both from the store, with the first one's ``.pte``, which is ExecuTorch's.
+and ``to_executorch`` under ``fastlower.patch``, the demo add/mul partitioner) misses
+both entries and uploads them; the second, with a folder of its own, is served both
+from the store, with the first one's ``.pte``, which is ExecuTorch's.
 """
 
 from __future__ import annotations
@@ -28,6 +29,8 @@ def _store(kind: str, tmp_path: Path, moto) -> tuple:
 
 def test_a_second_process_with_an_empty_folder_hits_every_entry(tmp_path, moto):
     """Both stores at once: the two first processes run side by side, then the two second."""
+    for kind in ("directory", "s3"):
+        (tmp_path / kind).mkdir()
     stores = {kind: _store(kind, tmp_path / kind, moto) for kind in ("directory", "s3")}
 
     def start(kind: str, name: str):

@@ -17,6 +17,7 @@ object that is not there is ``None`` / ``False``, not an error.
 from __future__ import annotations
 
 import threading
+import time
 from datetime import timedelta
 from typing import Any, BinaryIO, Callable, Dict, Iterator, Optional, Tuple, TypeVar
 
@@ -126,6 +127,7 @@ class StoreClient:
                 outcome["error"] = exc
 
         worker = threading.Thread(target=run, name="fastlower-shared-request", daemon=True)
+        started = time.monotonic()
         worker.start()
         # obstore's own timeouts fire first; this deadline catches what they cannot
         # (a directory on a hung network filesystem, a credential lookup that hangs)
@@ -134,6 +136,8 @@ class StoreClient:
             raise StoreUnavailable(f"{self.url}: no answer within {self.timeout:g}s "
                                    f"({what})")
         if "error" in outcome:
+            if time.monotonic() - started >= self.timeout:  # obstore's own timeout fired
+                what = f"{what}: no answer within {self.timeout:g}s"
             raise _classified(outcome["error"], self.url, what) from outcome["error"]
         return outcome["value"]  # type: ignore[no-any-return]
 
