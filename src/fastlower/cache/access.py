@@ -11,8 +11,8 @@
 * Before a store, the entry is read back and compared with what it was made from
   (``same``): an entry whose copy would differ is not stored (a debug line).
 * With a shared store (``fastlower.shared``), a local miss is looked up there (a hit
-  fills the local folder), and an entry stored locally is copied there in the
-  background; before a miss is lowered, this process's uploads are finished.
+  fills the local folder; this process's uploads are finished first), and an entry
+  stored locally is copied there in the background.
 """
 
 from __future__ import annotations
@@ -58,10 +58,7 @@ def lookup(store: LoweringStore, key: str) -> Optional[Tuple[Dict[str, Any], Any
         _damaged(store, key, f"cannot be read: {exc!r}")
         return None
     if stream is None:
-        found = shared_tier.lookup(store, key, lambda shared: _usable(store, key, shared))
-        if found is None:
-            shared_tier.drain()  # no upload thread alive while the miss is lowered
-        return found
+        return shared_tier.lookup(store, key, lambda shared: _usable(store, key, shared))
     try:
         with stream:
             return _usable(store, key, stream)

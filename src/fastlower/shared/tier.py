@@ -103,6 +103,9 @@ def lookup(local: "LoweringStore", key: str, read: Callable[[BinaryIO], Optional
         return None
     folder = Path(local.directory)
     upload.at_exit(stats.save_all)
+    # this process's own uploads first (the key may be one of them); and so no upload
+    # thread is alive when a miss is lowered (see .upload)
+    upload.drain(shared.timeout * 2 + 5)
     spool = tempfile.TemporaryFile(dir=None if local.read_only else folder)
     with spool:
         try:
@@ -150,12 +153,6 @@ def _fill_local(local: "LoweringStore", key: str, spool: Any) -> None:
         local.put(key, raw)
     except Exception as exc:  # a full disk: served all the same
         log.debug("shared-cache entry %s not copied to %s: %r", key, local.directory, exc)
-
-
-def drain() -> None:
-    """Waits for this process's uploads (before a lowering that missed: see :mod:`.upload`)."""
-    shared = resolve()
-    upload.drain(None if shared is None else shared.timeout * 2 + 5)
 
 
 def upload_soon(settings: "LoweringCacheSettings", key: str) -> None:

@@ -4,10 +4,11 @@ A job is queued right after the local tier stored an entry; one thread (started 
 a job arrives, ending when the queue is empty) runs the jobs in order. The lowering
 returns without waiting. Two points wait for the queue, each bounded:
 
-* :func:`drain` before a lowering that missed starts: the preprocess pool forks
-  only when no other Python thread is alive, so an upload still running would make
-  it spawn (slower); the wait is the rest of the upload, never more than the
-  store's timeout per request;
+* :func:`drain` before each lookup in the store (``tier.lookup``): the key looked up
+  may be one being uploaded, and the lowering that follows a miss should find no
+  upload thread alive (the preprocess pool forks only when no other Python thread
+  is, else it spawns, slower); the wait is the rest of the upload, bounded by the
+  store's timeout;
 * the process's exit (``atexit``): :data:`EXIT_TIMEOUT` seconds at most, then the
   thread is left (a daemon: it ends with the process). An object is written whole or
   not at all (a single put or a completed multipart upload on S3, a staging name
