@@ -130,7 +130,11 @@ class CuttingProxy(_Listener):
         super().__init__()
 
     def serve(self, connection: socket.socket) -> None:
-        upstream = socket.create_connection(("127.0.0.1", self.target))
+        try:
+            upstream = socket.create_connection(("127.0.0.1", self.target))
+        except OSError:  # the server is gone (killed): the client sees a closed connection
+            connection.close()
+            return
         threading.Thread(target=self._pipe, args=(upstream, connection, False),
                          daemon=True).start()
         threading.Thread(target=self._pipe, args=(connection, upstream, True),
