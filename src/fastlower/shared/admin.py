@@ -52,7 +52,7 @@ def describe(shared: SharedSettings, folder: Path) -> str:
         lines.append(f"shared cache: {shared.url}: cannot be listed ({exc})")
     runs = [r for r in stats.last_runs(folder) if r.get("url") == shared.url]
     for run in runs[-5:]:
-        failures = run.get("failures") or []
+        failures: Any = run.get("failures") or []
         lines.append(f"  run (pid {run.get('pid')}): {run.get('hits', 0)} hits, "
                      f"{run.get('misses', 0)} misses, {run.get('uploaded', 0)} uploaded, "
                      f"{run.get('already_there', 0)} already there"

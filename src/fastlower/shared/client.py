@@ -139,7 +139,7 @@ class StoreClient:
             if time.monotonic() - started >= self.timeout:  # obstore's own timeout fired
                 what = f"{what}: no answer within {self.timeout:g}s"
             raise _classified(outcome["error"], self.url, what) from outcome["error"]
-        return outcome["value"]  # type: ignore[no-any-return]
+        return outcome["value"]  # type: ignore[no-any-return,unused-ignore]
 
 
 def _classified(exc: BaseException, url: str, what: str) -> StoreUnavailable:
@@ -159,10 +159,10 @@ def _open(location: SharedLocation, timeout: float) -> Any:
     if location.scheme == "file":
         return LocalStore(location.root)
     limit = timedelta(seconds=timeout)
-    client = {"timeout": limit, "read_timeout": limit,
+    client: Any = {"timeout": limit, "read_timeout": limit,
               "connect_timeout": timedelta(seconds=min(timeout, 5.0)),
               "allow_http": location.endpoint.startswith("http://")}
-    config: Dict[str, Any] = {}
+    config: Any = {}
     if location.endpoint:
         config["endpoint"] = location.endpoint
     if location.region:
