@@ -17,6 +17,7 @@ The rule, the same for every variable:
   ``off`` are false (any letter case).
 * **Integers**: a decimal integer (``int(value)``), at least the variable's minimum.
 * **Paths**: the value as a path, ``~`` expanded.
+* **Text**: the value as it is (a URL; the module that uses it checks its form).
 * **Choices**: one of the listed words, in any letter case (returned lower-cased).
 * **Anything else is an error**: :class:`SettingsError` (a ``ValueError``) naming
   the variable, its value and what it accepts, raised by the accessor, so by the
@@ -31,6 +32,9 @@ variable                        type    default meaning
 ``FASTLOWER_CACHE_SIZE``        int>=0  2 GiB   the cache folder's size limit in bytes
 ``FASTLOWER_CACHE_VERIFY``      bool    false   re-run on every cache hit and compare
 ``FASTLOWER_CACHE_KEY_FILE``    path    (user's) the key that signs cache entries
+``FASTLOWER_SHARED_CACHE``      text    (none)  URL of the shared second-tier store
+``FASTLOWER_SHARED_CACHE_ENDPOINT`` text (none) the S3-compatible server's URL
+``FASTLOWER_SHARED_CACHE_TIMEOUT`` int>=1 30    seconds per request to the shared store
 ``FASTLOWER_PROGRESS``          bool    (tty)   progress bar over partitions
 ``FASTLOWER_START_METHOD``      choice  auto    how the worker pool starts: auto/fork/spawn
 ``FASTLOWER_LOWERING_CACHE``    bool    true    false: the lowering cache is off
@@ -64,6 +68,8 @@ __all__ = [
     "lowering_cache", "native_partitioners", "validate_all", "force_python",
     "allow_untested_versions", "ALLOW_UNTESTED_VERSIONS", "edge_retraces", "EDGE_RETRACES",
     "preprocess_classes", "PREPROCESS_CLASSES",
+    "shared_cache", "shared_cache_endpoint", "shared_cache_timeout", "SHARED_CACHE",
+    "SHARED_CACHE_ENDPOINT", "SHARED_CACHE_TIMEOUT",
     "WORKERS", "CACHE_DIR", "CACHE_SIZE", "CACHE_VERIFY", "CACHE_KEY_FILE", "PROGRESS",
     "START_METHOD", "LOWERING_CACHE", "NATIVE_PARTITIONERS", "VALIDATE_ALL", "FORCE_PYTHON",
 ]
@@ -85,6 +91,9 @@ FORCE_PYTHON = "FASTLOWER_FORCE_PYTHON"
 ALLOW_UNTESTED_VERSIONS = "FASTLOWER_ALLOW_UNTESTED_VERSIONS"
 EDGE_RETRACES = "FASTLOWER_EDGE_RETRACES"
 PREPROCESS_CLASSES = "FASTLOWER_PREPROCESS_CLASSES"
+SHARED_CACHE = "FASTLOWER_SHARED_CACHE"
+SHARED_CACHE_ENDPOINT = "FASTLOWER_SHARED_CACHE_ENDPOINT"
+SHARED_CACHE_TIMEOUT = "FASTLOWER_SHARED_CACHE_TIMEOUT"
 
 START_METHODS = ("auto", "fork", "spawn")
 EDGE_RETRACE_MODES = ("skip", "all", "verify")
@@ -107,7 +116,8 @@ class SettingsError(ValueError):
 @dataclass(frozen=True)
 class Variable:
     """One variable: its name, type (``bool``, ``int``, ``path`` or ``choice``), the value
-    an unset variable stands for (``None``: the caller's default) and what it does."""
+    an unset variable stands for (``None``: the caller's default) and what it does; ``text``
+    is taken as it is."""
 
     name: str
     kind: str
@@ -137,6 +147,13 @@ VARIABLES: Dict[str, Variable] = {v.name: v for v in (
              option="preprocess progress"),
     Variable(START_METHOD, "choice", None, "how fastlower's pool starts workers (default auto)",
              choices=START_METHODS, option="preprocess start_method"),
+    Variable(SHARED_CACHE, "text", None, "URL of a shared second-tier store of lowering "
+             "entries (file:///path, s3://bucket/prefix); default: none",
+             option="shared url"),
+    Variable(SHARED_CACHE_ENDPOINT, "text", None, "the URL of an S3-compatible server for an "
+             "s3:// shared store (default: AWS)", option="shared endpoint"),
+    Variable(SHARED_CACHE_TIMEOUT, "int", None, "seconds one request to the shared store may "
+             "take (default 30)", minimum=1, option="shared timeout"),
     Variable(LOWERING_CACHE, "bool", True, "false: the lowering cache is off"),
     Variable(NATIVE_PARTITIONERS, "bool", True, "false: accelerated() leaves the canonical "
              "partitioners alone"),
@@ -184,6 +201,8 @@ def parse(variable: Variable, value: str) -> Value:
         return number
     if variable.kind == "path":
         return Path(value).expanduser()
+    if variable.kind == "text":
+        return value
     if variable.kind == "choice":
         word = value.lower()
         if word not in variable.choices:
@@ -271,3 +290,18 @@ def edge_retraces() -> str:
 def preprocess_classes() -> str:
     """``FASTLOWER_PREPROCESS_CLASSES``: ``derive`` (default), ``verify`` or ``off``."""
     return cast(str, get(PREPROCESS_CLASSES))
+
+
+def shared_cache() -> Optional[str]:
+    """``FASTLOWER_SHARED_CACHE``: the shared store's URL, or ``None``: no shared store."""
+    return cast(Optional[str], get(SHARED_CACHE))
+
+
+def shared_cache_endpoint() -> Optional[str]:
+    """``FASTLOWER_SHARED_CACHE_ENDPOINT``: an S3-compatible server's URL, or ``None``."""
+    return cast(Optional[str], get(SHARED_CACHE_ENDPOINT))
+
+
+def shared_cache_timeout() -> Optional[int]:
+    """``FASTLOWER_SHARED_CACHE_TIMEOUT`` in seconds (>= 1), or ``None``: the default."""
+    return cast(Optional[int], get(SHARED_CACHE_TIMEOUT))

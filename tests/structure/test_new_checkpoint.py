@@ -4,7 +4,8 @@ the templates another process proved and left in the shared cache folder.
 Process A lowers the model from seed 0's weights, process B from seed 1's (every weight
 different, same structure), one cache folder, the lowering cache off. B's preprocess
 cache hits only partitions without weights, and no class needs a real preprocess: all
-its classes' members are derived, the two per class that A preprocessed included; its ``.pte`` is ExecuTorch's own for seed 1.
+its classes' members are derived, the two per class that A preprocessed included; its
+``.pte`` is ExecuTorch's own for seed 1.
 """
 
 from __future__ import annotations

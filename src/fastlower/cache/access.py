@@ -10,16 +10,20 @@
 * An entry whose backends' sources changed (:mod:`.manifest`): a miss, a debug line.
 * Before a store, the entry is read back and compared with what it was made from
   (``same``): an entry whose copy would differ is not stored (a debug line).
+* With a shared store (``fastlower.shared``), a local miss is looked up there (a hit
+  fills the local folder; this process's uploads are finished first), and an entry
+  stored locally is copied there in the background.
 """
 
 from __future__ import annotations
 
 import logging
 import warnings
-from typing import Any, Callable, Dict, Optional, Tuple
+from typing import Any, BinaryIO, Callable, Dict, Optional, Tuple
 
 from ..preprocess.cache import CacheWarning
 from ..preprocess.folder import UntrustedFolder, tell_once, warn_read_only, warn_untrusted
+from ..shared import tier as shared_tier
 from . import detached, entry, manifest
 from .errors import DamagedEntry, Uncacheable
 from .settings import LoweringCacheSettings
@@ -54,19 +58,26 @@ def lookup(store: LoweringStore, key: str) -> Optional[Tuple[Dict[str, Any], Any
         _damaged(store, key, f"cannot be read: {exc!r}")
         return None
     if stream is None:
-        return None
+        return shared_tier.lookup(store, key, lambda shared: _usable(store, key, shared))
     try:
         with stream:
-            steps = entry.read(stream, store.seal(key))
-            info = next(steps)
-            stale = manifest.stale_backend(info.get("backends", []))
-            if stale is not None:
-                log.debug("cache entry %s is stale: %s", key, stale)
-                return None
-            return info, next(steps)
+            return _usable(store, key, stream)
     except DamagedEntry as exc:
         _damaged(store, key, str(exc))
         return None
+
+
+def _usable(store: LoweringStore, key: str,
+            stream: BinaryIO) -> Optional[Tuple[Dict[str, Any], Any]]:
+    """The entry read from ``stream`` (MAC first), or None when its backends changed;
+    raises :class:`DamagedEntry`."""
+    steps = entry.read(stream, store.seal(key))
+    info = next(steps)
+    stale = manifest.stale_backend(info.get("backends", []))
+    if stale is not None:
+        log.debug("cache entry %s is stale: %s", key, stale)
+        return None
+    return info, next(steps)
 
 
 def _damaged(store: LoweringStore, key: str, why: str) -> None:
@@ -113,3 +124,4 @@ def store_soon(store: LoweringStore, settings: LoweringCacheSettings, key: str, 
 
     if not detached.store_detached(key, size, in_child, before_fork=store.close):
         write(store)
+    shared_tier.upload_soon(settings, key)

@@ -74,12 +74,19 @@ def cache_dir_for(args: argparse.Namespace) -> Optional[str]:
 
 
 def preprocess_settings(args: argparse.Namespace) -> ContextManager[Any]:
-    """``--workers``/``--cache-dir``/``--no-cache`` as a ``fastlower.preprocess.options()``
-    block for the lowering (an empty ``cache_dir`` is no cache, whatever
+    """``--workers``/``--cache-dir``/``--no-cache`` (and ``--shared-cache``) as a
+    ``fastlower.preprocess.options()`` (and ``fastlower.shared.options()``) block for the
+    lowering (an empty ``cache_dir`` is no cache, whatever
     ``FASTLOWER_CACHE_DIR`` says)."""
-    from ..preprocess import options
+    import contextlib
 
-    return options(workers=args.workers, cache_dir=cache_dir_for(args) or "")
+    from ..preprocess import options
+    from ..shared.settings import options as shared_options
+
+    stack = contextlib.ExitStack()
+    stack.enter_context(options(workers=args.workers, cache_dir=cache_dir_for(args) or ""))
+    stack.enter_context(shared_options(url=getattr(args, "shared_cache", None)))
+    return stack
 
 
 def write_reports(report: Any, args: argparse.Namespace) -> None:

@@ -70,6 +70,9 @@ def build_parser() -> argparse.ArgumentParser:
                                 f"${ENV_CACHE_DIR}, else the user's cache folder)")
         cache.add_argument("--no-cache", action="store_true",
                            help="use neither cache (preprocess nor lowering)")
+        p.add_argument("--shared-cache", metavar="URL",
+                       help="a shared second tier for lowering entries: file:///path or "
+                            "s3://bucket/prefix (default: $FASTLOWER_SHARED_CACHE; '' for none)")
 
     def partitioning(p: argparse.ArgumentParser) -> None:
         p.add_argument("model", metavar="MODEL.pt2", help="a program saved with torch.export.save")
@@ -125,10 +128,15 @@ def build_parser() -> argparse.ArgumentParser:
     run.set_defaults(run=cmd_run)
 
     cache = sub.add_parser(
-        "cache", help="the preprocess and lowering caches: info or clear",
-        description="info: entries and sizes of each cache in the folder; clear: empty them.")
-    cache.add_argument("action", choices=["info", "clear"],
-                       help="info: what each cache holds; clear: remove its entries")
+        "cache", help="the preprocess and lowering caches: info, clear, push or pull",
+        description="info: entries and sizes of each cache in the folder (and of the shared "
+                    "store, if any); clear: empty them; push / pull: copy lowering entries "
+                    "from the folder to the shared store / from the store to the folder.")
+    cache.add_argument("action", choices=["info", "clear", "push", "pull"],
+                       help="info: what each cache holds; clear: remove its entries; push, "
+                            "pull: copy lowering entries to / from the shared store")
+    cache.add_argument("--shared-cache", metavar="URL",
+                       help="the shared store (default: $FASTLOWER_SHARED_CACHE)")
     cache.add_argument("--only", choices=["preprocess", "lowering"],
                        help="only this cache (default: both)")
     cache.add_argument("--cache-dir", metavar="DIR",

@@ -30,6 +30,11 @@ def cmd_run(args: argparse.Namespace) -> int:
     check_workers(args.workers)
     from ..run import RunSettings, run
 
+    if args.shared_cache is not None:  # this process is the script's: process-wide
+        from ..shared.settings import set_options
+
+        set_options(url=args.shared_cache)
+
     result = run(target, script_args, module=module, settings=RunSettings(
         workers=args.workers, cache_dir=cache_dir_for(args),
         report_json=args.report_json, report_html=args.report_html))
