@@ -300,3 +300,4 @@ def _mark_report(manager: EdgeProgramManager, status: str, key: str,
     report.lowering_cache = status
     report.lowering_cache_key = key
     report.lowering_cache_seconds = dict(seconds)
+    report.measure_memory()  # the whole call's peak: the store included

@@ -124,4 +124,5 @@ def report_from_programs(programs: Mapping[str, ExportedProgram], status: str, k
     report.seconds = sum(seconds.values())
     for record in report.partition_records:
         report.cache_hits[record.backend] = report.cache_hits.get(record.backend, 0) + 1
+    report.measure_memory()
     return report

@@ -194,6 +194,7 @@ def finish_report(report: ReportData, program: Any, lowerings: Sequence[_Lowerin
     from_lowerings(report, [record_of(lowering, report) for lowering in lowerings])
     report.drop_partition_timing()
     report.notes.extend(n for n in describe_replacements(program) if n not in report.notes)
+    report.measure_memory()
     registry.publish(report, program)
 
 

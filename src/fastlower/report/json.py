@@ -30,6 +30,11 @@ timing             seconds: total, phases {name: s}, external {partitioner,
 lowering_cache     optional: {status, key, seconds {step: s}} when the lowering
                    cache of ``to_edge_transform_and_lower`` took part (status
                    "hit", "miss", "verified" or "uncacheable")
+memory             peak resident set in bytes from the process's start to the
+                   end of the lowering (``getrusage``'s ``ru_maxrss``):
+                   ``peak_rss_bytes`` of the lowering's process and
+                   ``children_peak_rss_bytes`` of its largest child waited for
+                   (preprocess workers; not a sum); 0 where not measured
 notes              (optional) lines the reader should know, e.g. a type of the
                    program's inputs or outputs replaced by a stand-in on loading
 =================  =======================================================
@@ -91,6 +96,8 @@ def to_dict(report: ReportData) -> Dict[str, Any]:
                                "seconds": dict(report.lowering_cache_seconds)}}
            if report.lowering_cache is not None else {}),
         "notes": list(report.notes),
+        "memory": {"peak_rss_bytes": report.peak_rss_bytes,
+                   "children_peak_rss_bytes": report.children_peak_rss_bytes},
     }
 
 
