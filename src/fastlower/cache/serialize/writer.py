@@ -94,6 +94,8 @@ class Writer(pickle.Pickler):
     def persistent_id(self, obj: Any) -> Any:  # noqa: C901 - one dispatch table
         # called for every object pickled (~10^5-10^6 per lowering): most are of a type
         # none of the cases below can match, known after the first of its kind
+        if type(obj) is bytes:  # large ones out of the pickle (see BLOB_MIN_BYTES)
+            return ("blob", self.blobs.add(obj)) if len(obj) >= BLOB_MIN_BYTES else None
         plain = _PLAIN.get(type(obj))
         if plain is None:
             plain = _PLAIN[type(obj)] = _is_plain(type(obj))
