@@ -12,7 +12,10 @@ macOS in bytes; both are turned into bytes here. Where ``resource`` does not exi
 from __future__ import annotations
 
 import sys
-from typing import Tuple
+from typing import TYPE_CHECKING, Tuple
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .model import ReportData
 
 try:
     import resource
@@ -30,3 +33,9 @@ def peak_rss() -> Tuple[int, int]:
     own = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     children = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
     return own * _UNIT, children * _UNIT
+
+
+def record_peak(report: "ReportData") -> None:
+    """Record the process's peak memory so far in ``report`` (``peak_rss_bytes`` and
+    ``children_peak_rss_bytes``)."""
+    report.peak_rss_bytes, report.children_peak_rss_bytes = peak_rss()

@@ -14,7 +14,6 @@ from dataclasses import dataclass, field
 from typing import Dict, Iterable, Iterator, List, Optional, Tuple, Type, TypeVar
 
 from ..records import TOP, partition_key
-from .memory import peak_rss
 
 __all__ = ["TOP", "NodeRecord", "PartitionRecord", "OperatorRecord", "UndelegatedNode",
            "Coverage", "ReportData", "partition_key"]
@@ -144,7 +143,7 @@ class ReportData:
     lowering_cache_seconds: Dict[str, float] = field(default_factory=dict)
     # peak resident set, in bytes, from the process's start to the end of this lowering:
     # this process's and its largest waited-for child's (preprocess workers, a cache
-    # store's child), from ``getrusage`` (``report.memory``); 0: not measured
+    # store's child), from ``getrusage`` (``report.memory.record_peak``); 0: not measured
     peak_rss_bytes: int = 0
     children_peak_rss_bytes: int = 0
     # things the reader should know about the program lowered, one line each (a
@@ -157,10 +156,6 @@ class ReportData:
     @classmethod
     def start(cls: Type[_R]) -> _R:
         return cls(started=time.perf_counter())
-
-    def measure_memory(self) -> None:
-        """Record the process's peak memory so far (``peak_rss_bytes`` and the children's)."""
-        self.peak_rss_bytes, self.children_peak_rss_bytes = peak_rss()
 
     def mark(self, phase: str) -> None:
         now = time.perf_counter()
