@@ -58,3 +58,34 @@ def test_entry_copy_is_the_lowering(case, path, impl_under_test):
         original_et = lowered.epm.to_executorch()
         copied_et = copied.to_executorch()
     H.assert_same_executorch(original_et, copied_et)
+
+
+def test_large_bytes_are_written_out_of_the_pickle_and_read_into_one_object():
+    import os
+
+    from fastlower.cache.serialize.writer import BLOB_MIN_BYTES
+
+    seal = functools.partial(Seal, b"k" * 32, "lowering", "blobs")
+    big, other = os.urandom(BLOB_MIN_BYTES), os.urandom(BLOB_MIN_BYTES + 3)
+    small = os.urandom(BLOB_MIN_BYTES - 1)
+    payload = {"big": big, "again": big, "other": other, "small": small, "nested": [other]}
+    chunks = entry.encode({}, payload, seal())
+    serialized = chunks.serialized
+    # each large object once, by identity, and no copy of it in the pickle
+    assert [id(b) for b in serialized.blobs] == [id(big), id(other)]
+    assert len(serialized.pickled) < len(small) + 4096
+    assert big not in serialized.pickled and small in serialized.pickled
+    # the store's check rebuilds from the objects themselves, no copy
+    rebuilt = entry.rebuild(chunks)
+    assert rebuilt["big"] is big and rebuilt["nested"][0] is other
+    # a reader gets equal bytes, shared where they were shared
+    steps = entry.read(entry.ChunkReader(chunks), seal())
+    next(steps)
+    back = next(steps)
+    assert back == payload and type(back["big"]) is bytes
+    assert back["big"] is back["again"] and back["nested"][0] is back["other"]
+    # a cut in the new section is a damaged entry, as anywhere else
+    whole = b"".join(bytes(c) for c in chunks)
+    cut = entry.read(entry.ChunkReader([whole[:-100]]), seal())
+    with pytest.raises(entry.DamagedEntry):
+        next(cut)

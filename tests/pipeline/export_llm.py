@@ -25,6 +25,8 @@ import time
 from pathlib import Path
 from typing import Dict, List, Optional
 
+from .tree_memory import TreeSampler
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -150,6 +152,18 @@ class ExportRun:
     target_seconds: float = 0.0
     # per entry of ``calls``: the process's minor page faults at its start and end
     calls_minor_faults: List[List[int]] = dataclasses.field(default_factory=list)
+    # memory, bytes: the exporting process's peak resident set (its ru_maxrss) and the
+    # largest of its waited-for children's; per entry of ``calls``, the process's peak
+    # so far at its start and end; sampled from outside (``tree_memory``): the peak of the
+    # whole tree's summed PSS (forked workers' shared pages counted once) and of the
+    # exporting process's RSS, and the timeline [seconds, root RSS, tree PSS, processes]
+    peak_rss_bytes: int = 0
+    children_peak_rss_bytes: int = 0
+    calls_peak_rss: List[List[int]] = dataclasses.field(default_factory=list)
+    tree_peak_pss_bytes: int = 0
+    sampled_peak_rss_bytes: int = 0
+    tree_peak_processes: int = 0
+    memory_timeline: List[List[float]] = dataclasses.field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -158,7 +172,8 @@ class ExportRun:
 
 def run_export(impl: str, config: LlmConfig, work: Path, *, cache_dir: Optional[Path] = None,
                workers: Optional[int] = None, extra_env: Optional[Dict[str, str]] = None,
-               nudge: Optional[str] = None, timeout: float = 3600) -> ExportRun:
+               nudge: Optional[str] = None, timeout: float = 3600,
+               sample_interval: float = 0.2) -> ExportRun:
     """Export ``config`` in a fresh process with ``impl`` ("reference" or "fastlower");
     ``nudge``: the checkpoint with that one weight changed (see :func:`model_files`)."""
     weights = config.weights_name + (f"-nudged-{nudge.replace('.', '_')}" if nudge else "")
@@ -184,9 +199,19 @@ def run_export(impl: str, config: LlmConfig, work: Path, *, cache_dir: Optional[
     else:
         raise ValueError(impl)
     start = time.perf_counter()
-    proc = subprocess.run(cmd, cwd=out_dir, env=env, capture_output=True, text=True,
-                          timeout=timeout)
-    seconds = time.perf_counter() - start
+    with open(out_dir / "stdout.txt", "w+") as stdout, open(out_dir / "stderr.txt", "w+") as stderr:
+        proc = subprocess.Popen(cmd, cwd=out_dir, env=env, stdout=stdout, stderr=stderr, text=True)
+        with TreeSampler(proc.pid, interval=sample_interval) as sampler:
+            try:
+                proc.wait(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+                raise
+        seconds = time.perf_counter() - start
+        stdout.seek(0)
+        stderr.seek(0)
+        out_text, err_text = stdout.read(), stderr.read()
     times = json.loads(timings.read_text()) if timings.exists() else {}
     pte = out_dir / "model.pte"
     data = pte.read_bytes() if pte.exists() else b""
@@ -199,8 +224,14 @@ def run_export(impl: str, config: LlmConfig, work: Path, *, cache_dir: Optional[
         cache_hits=times.get("cache_hits", 0), cache_misses=times.get("cache_misses", 0),
         lowering_cache=list(times.get("lowering_cache", [])),
         pte_sha256=hashlib.sha256(data).hexdigest() if data else "", pte_bytes=len(data),
-        log=(proc.stdout[-4000:] + "\n" + proc.stderr[-8000:]),
+        log=(out_text[-4000:] + "\n" + err_text[-8000:]),
         calls=times.get("calls", []),
         lowering_cache_seconds=times.get("lowering_cache_seconds", []),
         target_seconds=times.get("target_seconds", 0.0),
-        calls_minor_faults=times.get("calls_minor_faults", []))
+        calls_minor_faults=times.get("calls_minor_faults", []),
+        peak_rss_bytes=times.get("peak_rss_bytes", 0),
+        children_peak_rss_bytes=times.get("children_peak_rss_bytes", 0),
+        calls_peak_rss=times.get("calls_peak_rss", []),
+        tree_peak_pss_bytes=sampler.peak_tree_pss, sampled_peak_rss_bytes=sampler.peak_root_rss,
+        tree_peak_processes=sampler.peak_processes,
+        memory_timeline=[list(sample) for sample in sampler.timeline])

@@ -28,7 +28,13 @@ TIMES: Dict[str, Any] = {"to_edge_transform_and_lower": [], "to_executorch": [],
                          "calls": [], "lowering_cache_seconds": [],
                          # per entry of "calls": the process's minor page faults at its
                          # start and end (this process only: not the preprocess workers)
-                         "calls_minor_faults": []}
+                         "calls_minor_faults": [],
+                         # per entry of "calls": this process's peak resident set so far
+                         # (VmHWM, bytes) at its start and end: which call raised the peak
+                         "calls_peak_rss": [],
+                         # at the end: ru_maxrss of this process and of its largest
+                         # waited-for child (bytes)
+                         "peak_rss_bytes": 0, "children_peak_rss_bytes": 0}
 # when each timed call started and ended, seconds since the target started: what the
 # process does before, between and after the lowering window
 _STARTED = [time.perf_counter()]
@@ -38,6 +44,7 @@ def _timed(name: str, fn: Callable) -> Callable:
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
         faults = _minor_faults()
+        peak = _peak_rss()
         start = time.perf_counter()
         try:
             return fn(*args, **kwargs)
@@ -46,6 +53,7 @@ def _timed(name: str, fn: Callable) -> Callable:
             TIMES[name].append(end - start)
             TIMES["calls"].append([name, start - _STARTED[0], end - _STARTED[0]])
             TIMES["calls_minor_faults"].append([faults, _minor_faults()])
+            TIMES["calls_peak_rss"].append([peak, _peak_rss()])
             if name == "to_backend":
                 _record_fastlower_report()
             elif name == "to_edge_transform_and_lower":
@@ -55,6 +63,11 @@ def _timed(name: str, fn: Callable) -> Callable:
 
 def _minor_faults() -> int:
     return resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+
+
+def _peak_rss() -> int:
+    """This process's peak resident set so far, in bytes (ru_maxrss is KiB on Linux)."""
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 
 
 def _record_fastlower_report() -> None:
@@ -100,6 +113,9 @@ def main(argv: List[str]) -> None:
             runpy.run_path(rest[0], run_name="__main__")
     finally:
         TIMES["target_seconds"] = time.perf_counter() - start
+        TIMES["peak_rss_bytes"] = _peak_rss()
+        TIMES["children_peak_rss_bytes"] = resource.getrusage(
+            resource.RUSAGE_CHILDREN).ru_maxrss * 1024
         with open(out, "w") as f:
             json.dump(TIMES, f)
 

@@ -3,6 +3,7 @@ control-flow bodies, the preview, JSON schema, text, Model Explorer overlay, and
 where a report is found (per thread, per result)."""
 
 import json
+import sys
 import threading
 import warnings
 
@@ -221,3 +222,54 @@ def test_report_for_an_edge_program_manager_from_to_edge_transform_and_lower():
         manager = to_edge_transform_and_lower(aten, partitioner=[AddMulPartitioner()])
     report = fastlower.report_for(manager)
     assert report is fastlower.last_report() and report.delegated_nodes == 4
+
+
+def _vm_rss_bytes() -> int:
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) * 1024
+    raise AssertionError("no VmRSS in /proc/self/status")
+
+
+def _mem_total_bytes() -> int:
+    with open("/proc/meminfo") as f:
+        for line in f:
+            if line.startswith("MemTotal:"):
+                return int(line.split()[1]) * 1024
+    raise AssertionError("no MemTotal in /proc/meminfo")
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+def test_peak_memory_in_bytes_in_the_json_report():
+    import fastlower.preprocess as pp
+
+    # 64 MiB this process holds (and has touched) during the lowering: the peak recorded
+    # at its end is at least the resident set measured now, in bytes (a KiB figure would
+    # be 1024 times smaller), and below the machine's memory
+    ballast = torch.ones(16 << 20)
+    before = _vm_rss_bytes()
+
+    class ThreeGroups(torch.nn.Module):  # three add/mul partitions split by sin: one runs
+        def forward(self, x):            # here (the primer), two in the fork pool
+            for _ in range(3):
+                x = torch.sin((x + 1.0) * 2.0)
+            return x
+
+    from executorch.exir import to_edge
+
+    program = to_edge(torch.export.export(ThreeGroups(), (torch.randn(3, 4),))).exported_program()
+    with pp.options(workers=2, start_method="fork"):
+        _, report = _lower(program, add_mul_partitioner())
+    del ballast
+    assert report.preprocess_runner == "fork pool, 2 workers"
+    doc = json.loads(report_json.dumps(report))
+    jsonschema.validate(doc, report_json.schema())
+    memory = doc["memory"]
+    assert memory["peak_rss_bytes"] == report.peak_rss_bytes
+    assert before <= memory["peak_rss_bytes"] <= _mem_total_bytes()
+    assert 0 <= memory["children_peak_rss_bytes"] <= _mem_total_bytes()
+    # the pool's workers have been waited for: they count as children (a fork of this
+    # process: its resident set is at least the pages it touched, well above a MiB)
+    assert memory["children_peak_rss_bytes"] > 1 << 20
+    assert f"peak memory (RSS): {report.peak_rss_bytes / 2**20:.0f} MiB" in text.summary(report)

@@ -8,8 +8,9 @@
 * A damaged, truncated, forged (its MAC does not verify) or foreign entry: a miss,
   never decoded, the entry dropped; one warning per process and folder.
 * An entry whose backends' sources changed (:mod:`.manifest`): a miss, a debug line.
-* Before a store, the entry is read back and compared with what it was made from
-  (``same``): an entry whose copy would differ is not stored (a debug line).
+* Before a store, the entry's payload is rebuilt from its serialized form (the tensor
+  data in place, not copied) and compared with what it was made from (``same``): an
+  entry whose copy would differ is not stored (a debug line).
 * With a shared store (``fastlower.shared``), a local miss is looked up there (a hit
   fills the local folder; this process's uploads are finished first), and an entry
   stored locally is copied there in the background.
@@ -93,9 +94,9 @@ def store_checked(store: LoweringStore, key: str, info: Dict[str, Any], payload:
     """Stores ``payload`` unless its copy read back differs (``same(copy)`` names how)."""
     try:
         chunks = entry.encode(info, payload, store.seal(key))
-        steps = entry.read(entry.ChunkReader(chunks), store.seal(key))
-        next(steps)
-        difference = same(next(steps))
+        # rebuilt from the serialized programs, the tensor data in place: reading the
+        # whole entry back would copy it all once more
+        difference = same(entry.rebuild(chunks))
         if difference is not None:
             raise Uncacheable(f"the stored copy would differ {difference}")
     except (Uncacheable, DamagedEntry) as why:

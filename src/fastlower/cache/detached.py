@@ -62,11 +62,11 @@ def store_detached(key: str, size: int, store: Callable[[], None],
     global _AT_EXIT, _IN_CHILD
     if not can_detach(size):
         return False
-    from ..preprocess.executors import _monitors_paused
+    from ..preprocess.executors import _heap_frozen, _monitors_paused
 
     with _LOCK:
         before_fork()
-        with _monitors_paused():
+        with _monitors_paused(), _heap_frozen():
             pid = os.fork()
         if pid == 0:  # the child: never returns into the caller's code
             _IN_CHILD = True

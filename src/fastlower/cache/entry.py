@@ -5,6 +5,7 @@ Layout (integers big-endian)::
     MAGIC | u32 len | versions stamp | u64 len | info (pickle of plain data)
           | u64 len | pickled programs (see ``serialize``)
           | u32 count | (u64 len | storage bytes) * count
+          | u32 count | (u64 len | large bytes object) * count
           | MAC
 
 The MAC is keyed BLAKE3 under the cache folder's key over everything before it and
@@ -67,10 +68,18 @@ class ChunkReader(io.RawIOBase):
         return written
 
 
-def encode(info: Dict[str, Any], payload: Any, seal: Seal) -> List[Union[bytes, memoryview]]:
+class Chunks(List[Union[bytes, memoryview]]):
+    """An entry's bytes as chunks, and the :class:`~.serialize.Serialized` they frame (so
+    the payload can be rebuilt from them without reading the chunks back: :func:`rebuild`)."""
+
+    serialized: Serialized
+
+
+def encode(info: Dict[str, Any], payload: Any, seal: Seal) -> Chunks:
     """The entry's bytes, as chunks (read them with :class:`ChunkReader`), signed with
     ``seal``; :class:`~.errors.Uncacheable` if ``payload`` has no faithful serialized
-    form or ``info`` is not plain data."""
+    form or ``info`` is not plain data. The tensor data is not copied: the chunks are
+    views of the payload's storages."""
     serialized: Serialized = dumps(payload)
     info = dict(info, symbolic=serialized.header)
     try:
@@ -85,9 +94,29 @@ def encode(info: Dict[str, Any], payload: Any, seal: Seal) -> List[Union[bytes, 
         struct.pack(">I", len(serialized.storages))]
     for storage in serialized.storages:
         chunks += [struct.pack(">Q", len(storage)), storage]
+    chunks.append(struct.pack(">I", len(serialized.blobs)))
+    for blob in serialized.blobs:
+        chunks += [struct.pack(">Q", len(blob)), blob]
     for chunk in chunks:
         seal.update(chunk)
-    return chunks + [seal.digest()]
+    result = Chunks(chunks)
+    result.append(seal.digest())
+    result.serialized = serialized
+    return result
+
+
+def rebuild(chunks: Chunks) -> Any:
+    """The payload :func:`encode` framed in ``chunks``, rebuilt from its serialized form
+    (the pickled programs and the storages, which stay views of the payload's own: no
+    copy of the tensor data). What a reader of the entry gets back, less the framing."""
+    serialized = chunks.serialized
+    try:
+        return loads(serialized.header, serialized.pickled, serialized.storages,
+                     serialized.blobs)
+    except DamagedEntry:
+        raise
+    except Exception as exc:
+        raise DamagedEntry(f"cannot rebuild the programs: {exc!r}") from exc
 
 
 class _Sealed:
@@ -106,6 +135,24 @@ class _Sealed:
             if not n:
                 raise DamagedEntry(f"truncated in the {what} ({got} of {size} bytes)")
             got += n
+        self.seal.update(data)
+        return data
+
+    def exact_bytes(self, size: int, what: str) -> bytes:
+        """:meth:`exact` as ``bytes``, read into one allocation (an unpickler's
+        ``io.BytesIO`` then shares it instead of copying a ``bytearray``)."""
+        data = self.stream.read(size) if size else b""
+        if data and len(data) < size:  # a raw stream may return less than asked
+            parts, got = [data], len(data)
+            while got < size:
+                more = self.stream.read(size - got)
+                if not more:
+                    break
+                parts.append(more)
+                got += len(more)
+            data = b"".join(parts)
+        if len(data) != size:
+            raise DamagedEntry(f"truncated in the {what} ({len(data)} of {size} bytes)")
         self.seal.update(data)
         return data
 
@@ -136,9 +183,11 @@ def read(stream: BinaryIO, seal: Seal) -> Iterator[Any]:
     if size > _MAX_INFO:
         raise DamagedEntry("garbled info length")
     info_bytes = body.exact(size, "info")
-    pickled = body.exact(body.number(">Q", "program length"), "programs")
+    pickled = body.exact_bytes(body.number(">Q", "program length"), "programs")
     storages = [body.exact(body.number(">Q", "storage length"), "tensor data")
                 for _ in range(body.number(">I", "storage count"))]
+    blobs = [body.exact_bytes(body.number(">Q", "bytes length"), "large bytes")
+             for _ in range(body.number(">I", "bytes count"))]
     tag = stream.read(MAC_SIZE)
     if len(tag) != MAC_SIZE:
         raise DamagedEntry("truncated before the MAC")
@@ -153,7 +202,7 @@ def read(stream: BinaryIO, seal: Seal) -> Iterator[Any]:
         raise DamagedEntry(f"cannot read the info: {exc!r}") from exc
     yield info
     try:
-        yield loads(info.get("symbolic") or {}, bytes(pickled), storages)
+        yield loads(info.get("symbolic") or {}, pickled, storages, blobs)
     except DamagedEntry:
         raise
     except Exception as exc:

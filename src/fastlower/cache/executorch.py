@@ -133,27 +133,33 @@ def to_executorch(  # noqa (FLAKE8) C901
                       time.perf_counter() - start - key_seconds)
             return result
         result = _reference(self, config)
-        payload = _payload(result)
         if found is not None:
-            difference = _difference(payload, found[1])
+            difference = _difference(_payload(result), found[1])
             if difference is not None:
                 from .errors import LoweringCacheVerificationError
 
                 raise LoweringCacheVerificationError(difference, key, str(settings.directory))
             return result
         if not store.read_only:
-            _store_soon(store, settings, key, payload)
+            _store_soon(store, settings, key, result)
         return result
     finally:
         store.close()
 
 
 def _store_soon(store: LoweringStore, settings: LoweringCacheSettings, key: str,
-                payload: Dict[str, Any]) -> None:
-    """Stores ``payload`` under ``key``, in a forked child when it is large (:mod:`.detached`)."""
-    size = len(payload["pte"]) + sum(len(data) for data in payload["tensor_data"].values())
-    access.store_soon(store, settings, key, size, lambda target: access.store_checked(
-        target, key, {"created": time.time()}, payload, lambda back: _difference(payload, back)))
+                result: ExecutorchProgramManager) -> None:
+    """Stores ``result``'s payload under ``key``, in a forked child when it is large
+    (:mod:`.detached`). The payload (a ``bytes`` copy of the ``.pte``) is made by whoever
+    stores it: a child's copy never adds to the caller's memory."""
+    size = len(result._pte_data) + sum(len(data) for data in (result._tensor_data or {}).values())
+
+    def write(target: LoweringStore) -> None:
+        payload = _payload(result)
+        access.store_checked(target, key, {"created": time.time()}, payload,
+                             lambda back: _difference(payload, back))
+
+    access.store_soon(store, settings, key, size, write)
 
 
 def _payload(result: ExecutorchProgramManager) -> Dict[str, Any]:

@@ -52,7 +52,9 @@ from ..preprocess.keys import Canonical, TensorDigests, _directory_digest, _is_f
 from .canonical import ObjectCanonical, _operator_name
 from .errors import Uncacheable
 
-ENTRY_FORMAT = 2  # 2: to_executorch entries without the execution programs
+# 2: to_executorch entries without the execution programs; 3: large bytes (delegate
+# payloads, the .pte) out of the pickle, in a section of their own
+ENTRY_FORMAT = 3
 _BIG_BYTES = 64
 _SIMPLE = (type(None), bool, int, float, str, torch.fx.Node, torch.Tensor, list, tuple, dict,
            set, frozenset, torch.dtype, torch.device, torch.layout, torch.memory_format,

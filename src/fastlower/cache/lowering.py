@@ -47,6 +47,7 @@ from torch.fx.passes.infra.pass_manager import PassManager as GraphModulePassMan
 from . import access, compare, manifest
 from .errors import LoweringCacheVerificationError, Uncacheable
 from .key import LoweringKey, lowering_key, method_programs
+from ..report.memory import record_peak
 from .report import report_from_programs
 from .settings import LoweringCacheSettings, resolve
 from .. import phases
@@ -300,3 +301,4 @@ def _mark_report(manager: EdgeProgramManager, status: str, key: str,
     report.lowering_cache = status
     report.lowering_cache_key = key
     report.lowering_cache_seconds = dict(seconds)
+    record_peak(report)  # the whole call's peak: the store included

@@ -25,6 +25,7 @@ from ..encode import _CONTROL_FLOW_ARGS
 from ..records import join_path
 from ..report.collect import ReportCollector, owned_constant_bytes, op_name, shape_of
 from ..report.document import LoweringReport
+from ..report.memory import record_peak
 from ..report.model import NodeRecord, OperatorRecord, PartitionRecord, UndelegatedNode
 
 
@@ -124,4 +125,5 @@ def report_from_programs(programs: Mapping[str, ExportedProgram], status: str, k
     report.seconds = sum(seconds.values())
     for record in report.partition_records:
         report.cache_hits[record.backend] = report.cache_hits.get(record.backend, 0) + 1
+    record_peak(report)
     return report

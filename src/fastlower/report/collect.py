@@ -19,6 +19,7 @@ from ..loading.notes import describe_replacements
 from ..records import TOP, GraphRecord, MethodRecord, join_path
 from . import registry
 from .document import LoweringReport
+from .memory import record_peak
 from .model import NodeRecord, OperatorRecord, PartitionRecord, ReportData, UndelegatedNode
 
 
@@ -194,6 +195,7 @@ def finish_report(report: ReportData, program: Any, lowerings: Sequence[_Lowerin
     from_lowerings(report, [record_of(lowering, report) for lowering in lowerings])
     report.drop_partition_timing()
     report.notes.extend(n for n in describe_replacements(program) if n not in report.notes)
+    record_peak(report)
     registry.publish(report, program)
 
 

@@ -32,6 +32,11 @@ lowering_cache     optional: {status, key, seconds {step: s}} when the lowering
                    "hit", "miss", "verified" or "uncacheable")
 preprocess_classes optional: partitions of one structure {classes, derived,
                    verified, fallbacks [{tag, why}]} (``fastlower.structure``)
+memory             peak resident set in bytes from the process's start to the
+                   end of the lowering (``getrusage``'s ``ru_maxrss``):
+                   ``peak_rss_bytes`` of the lowering's process and
+                   ``children_peak_rss_bytes`` of its largest child waited for
+                   (preprocess workers; not a sum); 0 where not measured
 notes              (optional) lines the reader should know, e.g. a type of the
                    program's inputs or outputs replaced by a stand-in on loading
 =================  =======================================================
@@ -95,6 +100,8 @@ def to_dict(report: ReportData) -> Dict[str, Any]:
         **({"preprocess_classes": report.preprocess_classes}
            if report.preprocess_classes else {}),
         "notes": list(report.notes),
+        "memory": {"peak_rss_bytes": report.peak_rss_bytes,
+                   "children_peak_rss_bytes": report.children_peak_rss_bytes},
     }
 
 

@@ -144,6 +144,11 @@ class ReportData:
     lowering_cache: Optional[str] = None
     lowering_cache_key: str = ""
     lowering_cache_seconds: Dict[str, float] = field(default_factory=dict)
+    # peak resident set, in bytes, from the process's start to the end of this lowering:
+    # this process's and its largest waited-for child's (preprocess workers, a cache
+    # store's child), from ``getrusage`` (``report.memory.record_peak``); 0: not measured
+    peak_rss_bytes: int = 0
+    children_peak_rss_bytes: int = 0
     # things the reader should know about the program lowered, one line each (a
     # type of its inputs or outputs replaced by a stand-in when it was loaded)
     notes: List[str] = field(default_factory=list)

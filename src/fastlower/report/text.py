@@ -75,6 +75,11 @@ def summary(report: ReportData, max_rows: int = MAX_ROWS) -> str:
         trows.append(["total", f"{report.seconds:.3f}"])
         lines.append("")
         lines.append(tabulate(trows, headers=["phase", "seconds"], tablefmt="simple"))
+    if report.peak_rss_bytes:
+        lines.append("")
+        lines.append(f"peak memory (RSS): {report.peak_rss_bytes / 2**20:.0f} MiB"
+                     + (f", largest child process {report.children_peak_rss_bytes / 2**20:.0f} MiB"
+                        if report.children_peak_rss_bytes else ""))
     if report.lowering_cache is not None:
         lines.append("")
         lines.append(f"lowering cache: {report.lowering_cache}"

@@ -19,6 +19,10 @@ do not pickle, or must not be pickled as they are:
 * **Fake tensors and symbolic sizes** through :mod:`.symbolic`.
 * **Real tensors** (CPU, strided) by reference to their storage: each storage
   is written once, after the pickle (tensors sharing storage share it again).
+* **Large ``bytes``** (``writer.BLOB_MIN_BYTES`` or more: delegate payloads, a
+  ``.pte``) by reference too, each object once, written after the storages and read
+  back into one ``bytes`` object each: the pickle never holds a copy of them, so
+  neither writing nor reading an entry holds them twice.
 * ``torch.fx.Node`` anywhere else (in a ``meta`` value) has no stable form: the
   lowering is not cached (:class:`~fastlower.cache.errors.Uncacheable`).
 
@@ -38,7 +42,7 @@ from __future__ import annotations
 import io
 import pickle
 from dataclasses import dataclass
-from typing import Any, Dict, List
+from typing import Any, Dict, List, Sequence, Union
 
 import torch
 
@@ -57,6 +61,7 @@ class Serialized:
     header: Dict[str, Any]  # the reader's state: ShapeEnv / FakeTensorMode settings
     pickled: bytes
     storages: List[memoryview]
+    blobs: List[bytes]
 
 
 def dumps(obj: Any) -> Serialized:
@@ -73,12 +78,15 @@ def dumps(obj: Any) -> Serialized:
     except (pickle.PicklingError, TypeError, AttributeError, RecursionError) as exc:
         where = f" (at node {writer.current_node!r})" if writer.current_node else ""
         raise Uncacheable(f"the lowered programs do not serialize{where}: {exc}") from exc
-    return Serialized(writer.symbolic.state(), buffer.getvalue(), writer.storages.buffers())
+    return Serialized(writer.symbolic.state(), buffer.getvalue(), writer.storages.buffers(),
+                      writer.blobs.blobs)
 
 
-def loads(header: Dict[str, Any], pickled: bytes, storages: List[bytearray]) -> Any:
+def loads(header: Dict[str, Any], pickled: bytes,
+          storages: Sequence[Union[bytearray, memoryview]], blobs: Sequence[bytes] = ()) -> Any:
     """The object :func:`dumps` was given, rebuilt;
-    :class:`~fastlower.cache.errors.DamagedEntry` if not."""
+    :class:`~fastlower.cache.errors.DamagedEntry` if not. The tensors are views of
+    ``storages`` (no copy)."""
     symbolic = SymbolicReader(header)
     untyped = []
     for data in storages:
@@ -86,4 +94,4 @@ def loads(header: Dict[str, Any], pickled: bytes, storages: List[bytearray]) -> 
             untyped.append(torch.frombuffer(data, dtype=torch.uint8).untyped_storage())
         else:
             untyped.append(torch.UntypedStorage(0))
-    return Reader(io.BytesIO(pickled), untyped, symbolic).load()
+    return Reader(io.BytesIO(pickled), untyped, symbolic, blobs).load()

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import io
 import pickle
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Sequence
 
 import torch
 from torch.export import ExportedProgram
@@ -20,9 +20,10 @@ class Reader(pickle.Unpickler):
     entry's storages in the writer's order."""
 
     def __init__(self, file: io.BytesIO, storages: List[torch.UntypedStorage],
-                 symbolic: SymbolicReader) -> None:
+                 symbolic: SymbolicReader, blobs: Sequence[bytes] = ()) -> None:
         super().__init__(file)
         self.storages = storages
+        self.blobs = blobs
         self.symbolic = symbolic
         self.objects: Dict[int, Any] = {}
 
@@ -46,6 +47,8 @@ class Reader(pickle.Unpickler):
             return self._keep(pid[1], pid[2])
         if kind == "sym":
             return self.symbolic.sym(pid[1])
+        if kind == "blob":
+            return self.blobs[pid[1]]
         if kind == "storage":
             return self.storages[pid[1]]
         if kind == "typed_storage":

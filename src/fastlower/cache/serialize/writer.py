@@ -21,6 +21,9 @@ from .graphs import GraphRecord, record_graph_module
 from .named import VIEW_GUARDS, VIEW_SPEC_MODULE, op_name, verifier_settings
 
 PROTOCOL = 5
+# ``bytes`` of this size or more (delegate payloads, a .pte) go out of the pickle, as
+# the tensor storages do: written from the object itself, read back into one object
+BLOB_MIN_BYTES = 64 << 10
 _SYM_TYPES = (torch.SymInt, torch.SymFloat, torch.SymBool)
 
 
@@ -53,6 +56,21 @@ class StorageTable:
         return views
 
 
+class BlobTable:
+    """Large ``bytes`` objects met while pickling, each once (by identity), in order."""
+
+    def __init__(self) -> None:
+        self.index: Dict[int, int] = {}
+        self.blobs: List[bytes] = []  # holds them, so their ids stay unique
+
+    def add(self, blob: bytes) -> int:
+        found = self.index.get(id(blob))
+        if found is None:
+            found = self.index[id(blob)] = len(self.blobs)
+            self.blobs.append(blob)
+        return found
+
+
 class Writer(pickle.Pickler):
     """``pickle`` with the persistent ids of the package docstring; ``current_node`` is the
     node being recorded, for error messages."""
@@ -61,6 +79,7 @@ class Writer(pickle.Pickler):
         super().__init__(file, protocol=PROTOCOL)
         self.symbolic = SymbolicWriter()
         self.storages = StorageTable()
+        self.blobs = BlobTable()
         self.memo_ids: Dict[int, Tuple[int, Any]] = {}  # id -> (number, object kept alive)
         self.current_node: str = ""
 
@@ -75,6 +94,8 @@ class Writer(pickle.Pickler):
     def persistent_id(self, obj: Any) -> Any:  # noqa: C901 - one dispatch table
         # called for every object pickled (~10^5-10^6 per lowering): most are of a type
         # none of the cases below can match, known after the first of its kind
+        if type(obj) is bytes:  # large ones out of the pickle (see BLOB_MIN_BYTES)
+            return ("blob", self.blobs.add(obj)) if len(obj) >= BLOB_MIN_BYTES else None
         plain = _PLAIN.get(type(obj))
         if plain is None:
             plain = _PLAIN[type(obj)] = _is_plain(type(obj))
