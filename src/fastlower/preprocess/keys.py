@@ -275,6 +275,13 @@ def _is_fake(t: torch.Tensor) -> bool:
 def cache_key(job: PreprocessJob, tensor_digests: Optional[TensorDigests] = None) -> str:
     """The job's key: hex digest over everything listed in this module's docstring."""
     canonical = Canonical(tensor_digests)
+    write_backend(canonical, job)
+    canonical.program(job.program)
+    return canonical.hasher.hexdigest()
+
+
+def write_backend(canonical: Canonical, job: PreprocessJob) -> None:
+    """The key's lines about the backend: id and class, source, versions, copy, specs."""
     backend = job.backend
     canonical.write(f"backend:{job.backend_id}|{backend.__module__}.{backend.__qualname__}")
     canonical.write(f"source:{source_digest(backend)}")
@@ -282,5 +289,3 @@ def cache_key(job: PreprocessJob, tensor_digests: Optional[TensorDigests] = None
     canonical.write(f"copy:{'backend-hook' if job.backend_copy_hook else 'plain'}")
     canonical.write("specs:" + ",".join(f"{s.key}={bytes(s.value).hex()}"
                                         for s in job.compile_specs))
-    canonical.program(job.program)
-    return canonical.hasher.hexdigest()

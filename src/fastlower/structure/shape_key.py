@@ -23,7 +23,7 @@ from torch.export import ExportedProgram
 from torch.export.graph_signature import InputKind
 
 from ..preprocess.jobs import PreprocessJob
-from ..preprocess.keys import Canonical, _ADDRESS, source_digest, versions
+from ..preprocess.keys import _ADDRESS, Canonical, write_backend
 
 NAMING_META = frozenset({"from_node", "seq_nr", "debug_handle", "stack_trace", "nn_module_stack",
                          "source_fn_stack", "torch_fn", "delegation_tag", "desc"})
@@ -72,13 +72,7 @@ class _StructureCanonical(Canonical):
 def partition_shape(job: PreprocessJob) -> PartitionShape:
     """The partition's structure key, constants and debug handles."""
     canonical = _StructureCanonical()
-    backend = job.backend
-    canonical.write(f"backend:{job.backend_id}|{backend.__module__}.{backend.__qualname__}")
-    canonical.write(f"source:{source_digest(backend)}")
-    canonical.write(f"versions:{versions()}")
-    canonical.write(f"copy:{'backend-hook' if job.backend_copy_hook else 'plain'}")
-    canonical.write("specs:" + ",".join(f"{s.key}={bytes(s.value).hex()}"
-                                        for s in job.compile_specs))
+    write_backend(canonical, job)
     program = job.program
     canonical.graph(program.graph_module)
     constants, handles = _constants(program), []
