@@ -246,7 +246,10 @@ class ReportData:
         return f"\nlowering cache: {self.lowering_cache}" + (f" ({steps})" if steps else "")
 
     def record_classes(self, stats: Dict[str, Any]) -> None:
-        """Add one preprocess batch's structural-class counts (``ClassStats.as_dict``)."""
+        """Add one preprocess batch's structural-class counts (``ClassStats.as_dict``);
+        a batch where no class formed adds nothing."""
+        if not stats.get("classes") and not stats.get("fallbacks"):
+            return
         mine = self.preprocess_classes
         for name in ("classes", "derived", "verified"):
             mine[name] = mine.get(name, 0) + int(stats.get(name, 0))
@@ -269,13 +272,13 @@ class ReportData:
         if not self.preprocess_runner:
             return ""
         text = f"\npreprocess: {self.preprocess_runner}"
-        if self.classes_line():
-            text += f"\n{self.classes_line()}"
         backends = list(dict.fromkeys(list(self.cache_hits) + list(self.cache_misses)))
         if backends:
             text += "; cache: " + ", ".join(
                 f"{b} {self.cache_hits.get(b, 0)} hits / {self.cache_misses.get(b, 0)} misses"
                 for b in backends) + f" (keys {self.cache_key_seconds:.3f}s)"
+        if self.classes_line():
+            text += f"\n{self.classes_line()}"
         return text
 
 
