@@ -39,6 +39,7 @@ from .jobs import PreprocessJob, call_preprocess, estimated_cost
 from .keys import TensorDigests, cache_key
 from .progress import partition_bar
 from .settings import ResolvedOptions, resolve
+from ..report.model import classes_text
 from ..structure.classes import ClassPlan
 
 
@@ -191,9 +192,10 @@ def preprocess_partitions(jobs: Sequence[PreprocessJob], report) -> List[Preproc
                     cache.put(keys[index], result)
                 bar.update(1)
             _run_jobs(rerun, opts, done, report)
-        report.record_classes(plan.stats.as_dict())
+        counts = plan.stats.as_dict()
+        report.record_classes(counts)
         if plan.stats.classes:  # shown with the phase lines (the CLI, fastlower run)
-            logging.getLogger("fastlower.phases").info("%s", plan.stats.line())
+            logging.getLogger("fastlower.phases").info("%s", classes_text(counts))
     finally:
         if cache is not None:
             if cache.damaged:

@@ -256,17 +256,8 @@ class ReportData:
         mine.setdefault("fallbacks", []).extend(stats.get("fallbacks", []))
 
     def classes_line(self) -> str:
-        """``structure: N classes, M partitions derived, K verified, F preprocessed
-        (why)``, or ``""`` when no class formed."""
-        c = self.preprocess_classes
-        if not c.get("classes"):
-            return ""
-        text = (f"structure: {c['classes']} classes, {c['derived']} partitions derived, "
-                f"{c['verified']} verified")
-        fallbacks = c.get("fallbacks", [])
-        if fallbacks:
-            text += f", {len(fallbacks)} preprocessed instead ({fallbacks[0]['why']})"
-        return text
+        """:func:`classes_text` of the lowering's summed counts."""
+        return classes_text(self.preprocess_classes)
 
     def _format_preprocess(self) -> str:
         if not self.preprocess_runner:
@@ -280,6 +271,19 @@ class ReportData:
         if self.classes_line():
             text += f"\n{self.classes_line()}"
         return text
+
+
+def classes_text(counts: Dict[str, Any]) -> str:
+    """``structure: N classes, M partitions derived, K verified, F preprocessed instead
+    (why)`` for counts as ``ClassStats.as_dict`` gives them, or ``""`` when no class formed."""
+    if not counts.get("classes"):
+        return ""
+    text = (f"structure: {counts['classes']} classes, {counts['derived']} partitions derived, "
+            f"{counts['verified']} verified")
+    fallbacks = counts.get("fallbacks", [])
+    if fallbacks:
+        text += f", {len(fallbacks)} preprocessed instead ({fallbacks[0]['why']})"
+    return text
 
 
 def _coverage(nodes: List[NodeRecord], backend: Optional[str]) -> Coverage:

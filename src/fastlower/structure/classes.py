@@ -56,13 +56,6 @@ class ClassStats:
     verified: int = 0  # derived and compared with a real preprocess (probe, verify mode)
     fallbacks: List[Tuple[str, str]] = field(default_factory=list)  # (tag, why)
 
-    def line(self) -> str:
-        text = (f"structure: {self.classes} classes, {self.derived} partitions derived, "
-                f"{self.verified} verified")
-        if self.fallbacks:
-            text += f", {len(self.fallbacks)} preprocessed instead ({self.fallbacks[0][1]})"
-        return text
-
     def as_dict(self) -> Dict[str, object]:
         return {"classes": self.classes, "derived": self.derived, "verified": self.verified,
                 "fallbacks": [{"tag": t, "why": w} for t, w in self.fallbacks]}
