@@ -67,8 +67,8 @@ class LlmConfig:
 
 
 # a tiny model for the default test run; stories15M and stories110M sizes for benchmarks,
-# and a wide, shallow one (Llama 3.2 1B's width, 4 layers, a small vocabulary) as a
-# second depth and width
+# a wide, shallow one (Llama 3.2 1B's width, 4 layers, a small vocabulary) and a narrow,
+# deep one (width 256, 24 layers) as other depths and widths
 TINY = LlmConfig("tiny-8da4w", dim=64, n_layers=2, n_heads=4, vocab_size=256, hidden_dim=128,
                  max_seq_length=32)
 STORIES15M = LlmConfig("stories15m-8da4w", dim=288, n_layers=6, n_heads=6, vocab_size=32000,
@@ -77,7 +77,9 @@ STORIES110M = LlmConfig("stories110m-8da4w", dim=768, n_layers=12, n_heads=12,
                         vocab_size=32000, hidden_dim=2048)
 WIDE = LlmConfig("d2048l4-8da4w", dim=2048, n_layers=4, n_heads=16, vocab_size=8192,
                  hidden_dim=5632)
-CONFIGS = {c.name: c for c in (TINY, STORIES15M, STORIES110M, WIDE)}
+DEEP = LlmConfig("d256l24-8da4w", dim=256, n_layers=24, n_heads=8, vocab_size=32000,
+                 hidden_dim=768)
+CONFIGS = {c.name: c for c in (TINY, STORIES15M, STORIES110M, WIDE, DEEP)}
 
 
 def model_files(config: LlmConfig, folder: Path, seed: int = 0,
