@@ -143,10 +143,26 @@ def clear(directory: Optional[Union[str, os.PathLike]] = None,
 def _untagged_keys(folder: Path) -> List[object]:
     """The preprocess cache's keys (entries without the lowering cache's tag; a key that
     is not a string or bytes, pickled by another tool, is never unpickled: left alone)."""
-    connection = sqlite3.connect(f"file:{folder / 'cache.db'}?mode=ro", uri=True)
+    return [bytes(key) if isinstance(key, memoryview) else key
+            for key in _raw_keys(folder, lowering=False)]
+
+
+def lowering_keys(folder: Path) -> List[str]:
+    """The keys of the lowering entries in ``folder`` (read-only; none if no database)."""
+    return [key for key in _raw_keys(folder, lowering=True) if isinstance(key, str)]
+
+
+def _raw_keys(folder: Path, lowering: bool) -> List[object]:
+    """Keys stored as they are (``raw``), of lowering entries or of the others; the
+    database is opened read-only and never unpickles anything."""
+    db = folder / "cache.db"
+    if not db.exists():
+        return []
+    which = "tag = ?" if lowering else "tag IS NOT ?"
+    connection = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
     try:
-        rows = connection.execute("SELECT key FROM Cache WHERE tag IS NOT ? AND raw = 1",
+        rows = connection.execute(f"SELECT key FROM Cache WHERE {which} AND raw = 1",
                                   (TAG,)).fetchall()
     finally:
         connection.close()
-    return [bytes(key) if isinstance(key, memoryview) else key for (key,) in rows]
+    return [key for (key,) in rows]

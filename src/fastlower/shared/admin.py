@@ -14,13 +14,13 @@ directory): entries are immutable, and a missing one is a miss.
 
 from __future__ import annotations
 
-import sqlite3
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, BinaryIO, List, Optional
 
 from . import stats
+from ..cache.admin import lowering_keys
 from .client import StoreClient, StoreUnavailable
 from .settings import SharedSettings
 
@@ -62,21 +62,6 @@ def describe(shared: SharedSettings, folder: Path) -> str:
     return "\n".join(lines)
 
 
-def _local_keys(folder: Path) -> List[str]:
-    from ..cache.names import TAG
-
-    db = folder / "cache.db"
-    if not db.exists():
-        return []
-    connection = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
-    try:
-        rows = connection.execute("SELECT key FROM Cache WHERE tag = ? AND raw = 1",
-                                  (TAG,)).fetchall()
-    finally:
-        connection.close()
-    return [key for (key,) in rows if isinstance(key, str)]
-
-
 def _verifies(store: Any, key: str, stream: BinaryIO) -> Optional[str]:
     """Why the entry in ``stream`` does not verify under ``store``'s key (None: it does).
     Only the entry's header (plain data) is decoded, after its MAC verified."""
@@ -87,6 +72,17 @@ def _verifies(store: Any, key: str, stream: BinaryIO) -> Optional[str]:
     except Exception as exc:
         return repr(exc)
     return None
+
+
+def _verified(store: Any, key: str, stream: BinaryIO, counts: "TransferCounts") -> bool:
+    """Whether the entry in ``stream`` verifies (then rewound); if not, recorded as
+    rejected in ``counts``."""
+    why = _verifies(store, key, stream)
+    if why is not None:
+        counts.rejected.append(f"{key}: {why}")
+        return False
+    stream.seek(0)
+    return True
 
 
 def _open_local(folder: Path, size_limit: int, key_file: Optional[Path]) -> Any:
@@ -103,16 +99,13 @@ def push(shared: SharedSettings, folder: Path, size_limit: int,
     counts = TransferCounts()
     local = _open_local(folder, size_limit, key_file)
     try:
-        for key in _local_keys(folder):
+        for key in lowering_keys(folder):
             stream = local.open(key)
             if stream is None:
                 continue
             with stream:
-                why = _verifies(local, key, stream)
-                if why is not None:
-                    counts.rejected.append(f"{key}: {why}")
+                if not _verified(local, key, stream, counts):
                     continue
-                stream.seek(0)
                 if client.upload(key, stream.read() if _small(stream) else stream, False):
                     counts.copied += 1
                 else:
@@ -138,7 +131,7 @@ def pull(shared: SharedSettings, folder: Path, size_limit: int,
     try:
         if local.read_only:
             raise PermissionError(f"the cache folder {folder} is read-only")
-        have = set(_local_keys(folder))
+        have = set(lowering_keys(folder))
         for key, _size in client.entries():
             if key in have:
                 counts.already_there += 1
@@ -147,11 +140,8 @@ def pull(shared: SharedSettings, folder: Path, size_limit: int,
                 if not client.download(key, spool):
                     continue
                 spool.seek(0)
-                why = _verifies(local, key, spool)
-                if why is not None:
-                    counts.rejected.append(f"{key}: {why}")
+                if not _verified(local, key, spool, counts):
                     continue
-                spool.seek(0)
                 local.put(key, spool)
                 counts.copied += 1
     finally:
