@@ -44,6 +44,7 @@ variable                        type    default meaning
 ``FASTLOWER_ALLOW_UNTESTED_VERSIONS`` bool false lower with an untested torch / ExecuTorch
 ``FASTLOWER_EDGE_RETRACES``     choice  skip    edge stage: skip/all/verify no-op retraces
 ``FASTLOWER_PREPROCESS_CLASSES`` choice derive  structural classes: derive/verify/off
+``FASTLOWER_NODE_HISTORY``      choice  share   ``from_node`` histories: share/copy
 =============================== ======= ======= =============================================
 
 (The test suites' own switches, ``FASTLOWER_CONFORMANCE_IMPL``, ``FASTLOWER_FUZZ_*``,
@@ -67,7 +68,7 @@ __all__ = [
     "start_method",
     "lowering_cache", "native_partitioners", "validate_all", "force_python",
     "allow_untested_versions", "ALLOW_UNTESTED_VERSIONS", "edge_retraces", "EDGE_RETRACES",
-    "preprocess_classes", "PREPROCESS_CLASSES",
+    "preprocess_classes", "PREPROCESS_CLASSES", "node_history", "NODE_HISTORY",
     "shared_cache", "shared_cache_endpoint", "shared_cache_timeout", "SHARED_CACHE",
     "SHARED_CACHE_ENDPOINT", "SHARED_CACHE_TIMEOUT",
     "WORKERS", "CACHE_DIR", "CACHE_SIZE", "CACHE_VERIFY", "CACHE_KEY_FILE", "PROGRESS",
@@ -91,6 +92,7 @@ FORCE_PYTHON = "FASTLOWER_FORCE_PYTHON"
 ALLOW_UNTESTED_VERSIONS = "FASTLOWER_ALLOW_UNTESTED_VERSIONS"
 EDGE_RETRACES = "FASTLOWER_EDGE_RETRACES"
 PREPROCESS_CLASSES = "FASTLOWER_PREPROCESS_CLASSES"
+NODE_HISTORY = "FASTLOWER_NODE_HISTORY"
 SHARED_CACHE = "FASTLOWER_SHARED_CACHE"
 SHARED_CACHE_ENDPOINT = "FASTLOWER_SHARED_CACHE_ENDPOINT"
 SHARED_CACHE_TIMEOUT = "FASTLOWER_SHARED_CACHE_TIMEOUT"
@@ -98,6 +100,7 @@ SHARED_CACHE_TIMEOUT = "FASTLOWER_SHARED_CACHE_TIMEOUT"
 START_METHODS = ("auto", "fork", "spawn")
 EDGE_RETRACE_MODES = ("skip", "all", "verify")
 CLASS_MODES = ("derive", "verify", "off")
+NODE_HISTORY_MODES = ("share", "copy")
 
 Value = Union[bool, int, Path, str, None]
 
@@ -167,6 +170,9 @@ VARIABLES: Dict[str, Variable] = {v.name: v for v in (
     Variable(PREPROCESS_CLASSES, "choice", "derive", "partitions of one structure: preprocess "
              "two and derive the others, verify (preprocess all and compare), or off",
              choices=CLASS_MODES),
+    Variable(NODE_HISTORY, "choice", "share", "a new node's from_node history during a "
+             "lowering: share its source's (equal values) or deep-copy it (torch's way)",
+             choices=NODE_HISTORY_MODES),
 )}
 
 
@@ -290,6 +296,11 @@ def edge_retraces() -> str:
 def preprocess_classes() -> str:
     """``FASTLOWER_PREPROCESS_CLASSES``: ``derive`` (default), ``verify`` or ``off``."""
     return cast(str, get(PREPROCESS_CLASSES))
+
+
+def node_history() -> str:
+    """``FASTLOWER_NODE_HISTORY``: ``share`` (default) or ``copy``."""
+    return cast(str, get(NODE_HISTORY))
 
 
 def shared_cache() -> Optional[str]:
