@@ -59,8 +59,8 @@ def build_partition(builder: GraphBuilder, pid: int, owning: ExportedProgram,
                     real_constants: Dict[str, Any]) -> Partition:
     """The reference's fused submodule and ExportedProgram for partition ``pid`` of
     ``builder``'s graph."""
-    sim, enc, n_orig = builder.sim, builder.enc, builder.n_orig
-    part: PartitionPlan = sim.partitions[pid]
+    planned, enc, n_orig = builder.graph, builder.enc, builder.n_orig
+    part: PartitionPlan = planned.partitions[pid]
     tag = builder.tag_names[part.tag]
     inside = set(part.nodes)
 
@@ -70,8 +70,8 @@ def build_partition(builder: GraphBuilder, pid: int, owning: ExportedProgram,
     for m in part.nodes:
         node = enc.nodes[m] if m < n_orig else None
         if node is None or node.op == "placeholder":
-            target = node.target if node is not None else sim.copy_target[m]
-            ph = g.create_node("placeholder", target, name=sim.names[m],
+            target = node.target if node is not None else planned.copy_target[m]
+            ph = g.create_node("placeholder", target, name=planned.names[m],
                                type_expr=node.type if node is not None else None)
             ph.meta = copy.copy(builder.node_meta(m))
             env[m] = ph
@@ -79,7 +79,7 @@ def build_partition(builder: GraphBuilder, pid: int, owning: ExportedProgram,
         now = part.member_inputs[m]
         for x in now:
             if x not in inside and x not in env:
-                ph = g.placeholder(sim.names[x], type_expr=builder.node_type(x))
+                ph = g.placeholder(planned.names[x], type_expr=builder.node_type(x))
                 ph.meta = copy.copy(builder.node_meta(x))
                 env[x] = ph
         remap = dict(zip(enc.arrays.inputs[m], now))
@@ -89,8 +89,8 @@ def build_partition(builder: GraphBuilder, pid: int, owning: ExportedProgram,
     _fixup_output_node(g, out_node)
     # the single-program path (delegates inserted while fusing) keeps the owning
     # graph's output meta in the partition program
-    if builder.plan.delegates_while_fusing and sim.output_node >= 0:
-        out_node.meta = enc.nodes[sim.output_node].meta
+    if builder.plan.delegates_while_fusing and planned.output_node >= 0:
+        out_node.meta = enc.nodes[planned.output_node].meta
     arranged = _arrange_placeholders(g, tag, sig)
     is_submodule = builder.plan.is_submodule
     if is_submodule:
