@@ -117,7 +117,6 @@ def _csr(lists: Sequence[Sequence[int]]) -> Tuple[List[int], List[int]]:
 
 def seeds_of(enc, tag_names: List[str], is_submodule: bool) -> List[Tuple[str, bytes]]:
     from fastlower.encode import TargetKeys, structure_arrays
-    from fastlower.plan import duplication_order
 
     a = enc.arrays
     out = []
