@@ -107,7 +107,11 @@ class GraphBuilder:
             elif i < self.n_orig:
                 node = enc.nodes[i]
                 remap = dict(zip(enc.arrays.inputs[i], planned.inputs[i]))
-                new = g.node_copy(node, lambda a, r=remap: fx[r[enc.index[a]]])
+
+                def planned_arg(a: torch.fx.Node, r: Dict[int, int] = remap) -> torch.fx.Node:
+                    return fx[r[enc.index[a]]]
+
+                new = g.node_copy(node, planned_arg)
                 if drop_tag:
                     new.meta.pop("delegation_tag", None)
                 fx[i] = new
@@ -154,6 +158,7 @@ class GraphBuilder:
         original = node.args[0]
         seq = original if isinstance(original, (list, tuple)) else (original,)
         values = []
+        result: Any  # the original output's shape: a tuple, its own sequence type or one value
         for spec_index, target in zip(planned.out_specs, planned.out_args):
             old = seq[spec_index]
             values.append(fx[target] if isinstance(old, torch.fx.Node) else old)

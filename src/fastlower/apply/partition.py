@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import copy
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Dict, List, Optional
+from typing import TYPE_CHECKING, Any, Dict, List, Optional, cast
 
 import torch
 import torch.utils._pytree as pytree
@@ -22,6 +22,7 @@ from torch.fx.graph_module import _get_attr
 from torch.fx.passes.utils import lift_subgraph_as_module
 
 from .._schema import OUT_BUFFER_MUTATION, PartitionPlan
+from ..encode import Interner
 from ..programs import unvalidated_program
 
 if TYPE_CHECKING:
@@ -83,7 +84,11 @@ def build_partition(builder: GraphBuilder, pid: int, owning: ExportedProgram,
                 ph.meta = copy.copy(builder.node_meta(x))
                 env[x] = ph
         remap = dict(zip(enc.arrays.inputs[m], now))
-        env[m] = g.node_copy(node, lambda a, r=remap: env[r[enc.index[a]]])
+
+        def member_arg(a: torch.fx.Node, r: Dict[int, int] = remap) -> torch.fx.Node:
+            return env[r[enc.index[a]]]
+
+        env[m] = g.node_copy(node, member_arg)
     outs = [env[o] for o in part.outputs]
     out_node = g.output(outs[0] if len(outs) == 1 else tuple(outs))
     _fixup_output_node(g, out_node)
@@ -93,6 +98,7 @@ def build_partition(builder: GraphBuilder, pid: int, owning: ExportedProgram,
         out_node.meta = enc.nodes[planned.output_node].meta
     arranged = _arrange_placeholders(g, tag, sig)
     is_submodule = builder.plan.is_submodule
+    root: Any  # the program's module: the fused module, or the attributes it reads
     if is_submodule:
         # the reference leaves this fused module on the control-flow body
         submodule, _ = lift_subgraph_as_module(enc.graph_module, arranged, comp_name="",
@@ -107,7 +113,7 @@ def build_partition(builder: GraphBuilder, pid: int, owning: ExportedProgram,
 
     signature, state, consts_out = _partition_signature(
         part, tag, arranged, {} if is_submodule else sig.input_by_name,
-        enc.targets.values, real_state, real_constants)
+        cast(Interner, enc.targets).values, real_state, real_constants)  # every target interned
     in_spec = pytree.tree_flatten((tuple(signature.user_inputs), {}))[1]
     out_spec = pytree.tree_flatten(signature.user_outputs)[1]
     program = unvalidated_program(
@@ -199,6 +205,8 @@ def _fixup_output_node(g: torch.fx.Graph, out_node: torch.fx.Node) -> None:
         if isinstance(outputs, torch.fx.Node):
             val = outputs.meta.get("val")
             if isinstance(val, list):
-                outputs = [torch.fx.Proxy(outputs)[i].node for i in range(len(val))]
+                # Proxy's item access is generated at run time, unknown to its stubs
+                proxy: Any = torch.fx.Proxy(outputs)
+                outputs = [proxy[i].node for i in range(len(val))]
         returns, _ = pytree.tree_flatten(outputs)
         out_node.args = (returns,)

@@ -9,7 +9,7 @@ it preprocesses every method's partitions of that backend together
 
 from __future__ import annotations
 
-from typing import Dict, List, Mapping, Optional, Tuple
+from typing import Dict, List, Mapping, Optional, Tuple, cast
 
 from executorch.exir.backend.partitioner import Partitioner
 from torch.export import ExportedProgram
@@ -53,8 +53,8 @@ class _DefaultPreprocessBatch:
         with self.report.external_time("backend"):
             results = preprocess_partitions(self.jobs, self.report)
         for job, result in zip(self.jobs, results):
-            job.partition.lowered = make_lowered_module(job.program, job.backend_id, result,
-                                                        job.compile_specs)
+            cast(Partition, job.partition).lowered = make_lowered_module(
+                job.program, job.backend_id, result, job.compile_specs)
         self.jobs = []
 
     def close(self) -> None:
@@ -101,11 +101,11 @@ class MultiMethodLowering(LoweringPath):
         delegate, after its backend's preprocess and before the next backend's."""
         for lowering in lowerings:
             part = lowering.order.insert_stop_partition(lowering.partitions)
-            if part is not None:
+            stop = lowering.order.insert_stop
+            if part is not None and stop is not None:  # a partition only when there is a stop
                 backends = list(by_backend)
                 last = backends.index(lowering.backend_id(part))
-                return lowering.order.insert_stop.error, \
-                    {b: by_backend[b] for b in backends[:last + 1]}
+                return stop.error, {b: by_backend[b] for b in backends[:last + 1]}
         return None, by_backend
 
     def preprocess(self, lowerings: List[MethodLowering], by_backend: ByBackend) -> None:

@@ -24,7 +24,8 @@ def input_specs_after_duplication(top: GraphBuilder,
     index_by_name = {n.name: i for i, n in enumerate(top.enc.nodes) if n.op == "placeholder"}
     specs: List[InputSpec] = []
     for spec in signature.input_specs:
-        c = index_by_name.get(getattr(spec.arg, "name", None), -1)
+        name = getattr(spec.arg, "name", None)
+        c = -1 if name is None else index_by_name.get(name, -1)
         for k in copies_of.get(c, ()):
             specs.append(InputSpec(kind=spec.kind, arg=TensorArgument(name=planned.copy_target[k]),
                                    target=spec.target, persistent=spec.persistent))
@@ -65,8 +66,8 @@ def final_signature(planned: PlannedGraph, tagged: ExportedProgram, original: Ex
     input_specs: List[InputSpec] = []
     removed: List[InputSpec] = []
     for spec in specs:
-        name = getattr(spec.arg, "name", None)
-        (removed if name in owned else input_specs).append(spec)
+        arg_name = getattr(spec.arg, "name", None)
+        (removed if arg_name in owned else input_specs).append(spec)
     used = {s.target for s in input_specs if s.target is not None}
     for spec in removed:
         if spec.target in used:
@@ -77,10 +78,10 @@ def final_signature(planned: PlannedGraph, tagged: ExportedProgram, original: Ex
             constants.pop(spec.target, None)
     output_specs: List[OutputSpec] = []
     for spec_index, node in zip(planned.out_specs, planned.out_args):
-        spec = sig.output_specs[spec_index]
-        if isinstance(spec.arg, TensorArgument) and node >= 0:
-            spec = OutputSpec(kind=spec.kind, arg=TensorArgument(name=planned.names[node]),
-                              target=spec.target)
-        output_specs.append(spec)
+        out = sig.output_specs[spec_index]
+        if isinstance(out.arg, TensorArgument) and node >= 0:
+            out = OutputSpec(kind=out.kind, arg=TensorArgument(name=planned.names[node]),
+                             target=out.target)
+        output_specs.append(out)
     return ExportGraphSignature(input_specs=input_specs, output_specs=output_specs), \
         state_dict, constants

@@ -24,7 +24,7 @@ _REFERENCE_VIEWERS = (native._capability_module._DependencyViewer,
 
 
 def _lazy_viewer(reference_class: type) -> type:
-    class LazyDependencyViewer(reference_class):  # type: ignore[valid-type, misc]
+    class LazyDependencyViewer(reference_class):
         """The reference's ``_DependencyViewer``, computed on first use when built inside
         ``accelerated()`` (the native partitioners never read it)."""
 

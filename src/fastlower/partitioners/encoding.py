@@ -52,7 +52,10 @@ def encode_graph(nodes: Sequence[Node], is_supported: Callable[[Node], bool],
     nodes = list(nodes)
     index = {node: i for i, node in enumerate(nodes)}
     n = len(nodes)
-    users_offsets, users, inputs_offsets, inputs = [0], [], [0], []
+    users_offsets: List[int] = [0]
+    users: List[int] = []
+    inputs_offsets: List[int] = [0]
+    inputs: List[int] = []
     names = [_qualified_name(node) for node in nodes]
     for node in nodes:
         for collection, out, offsets in ((node.users, users, users_offsets),

@@ -180,8 +180,8 @@ def from_lowerings(report: ReportData, methods: Sequence[MethodRecord]) -> None:
 _Lowering = TypeVar("_Lowering")
 
 
-def finish_report(report: ReportData, program: Any, lowerings: Sequence[_Lowering],
-                  record_of: Callable[[_Lowering, ReportData], MethodRecord]) -> None:
+def finish_report(report: LoweringReport, program: Any, lowerings: Sequence[_Lowering],
+                  record_of: Callable[[_Lowering, LoweringReport], MethodRecord]) -> None:
     """Close the timing, collect the records of ``lowerings`` and publish the report.
 
     ``record_of(lowering, report)`` turns each lowering into its neutral
