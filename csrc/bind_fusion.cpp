@@ -1,4 +1,6 @@
-// Area "fusion": FusionSimulator (twin: fastlower/_twin/fusion.py).
+// Area "fusion": FusionSimulator (twin: fastlower/_twin/fusion.py), the fine-grained
+// simulator the differential tests and the fuzz harness drive step by step; the
+// lowering only ever calls plan_graph (bind_plan.cpp), which returns plain data.
 //
 // Per-node attributes (op, names, users, ...) are live read-only views that
 // index like the twin's lists (`sim.tags[u]`, `sim.pos.__getitem__`,
@@ -39,25 +41,26 @@ enum Field : int {
     F_PRIO,
 };
 
-// Set by register_types; never destroyed, so no Python call happens at exit.
-ResultTypes *registered_types = nullptr;
+// PartitionPlan (fastlower._schema), given by register_types: the extension imports
+// no Python module.  Never destroyed, so no Python call happens at exit.
+py::object *partition_plan_type = nullptr;
+
+py::object make_plan(const PartitionData &p) {
+    if (!partition_plan_type)
+        throw std::runtime_error(
+            "fastlower._core.register_types(PartitionPlan) was not called "
+            "(fastlower._core_loader.load_core calls it)");
+    return (*partition_plan_type)(**plan_fields(p));
+}
 
 }  // namespace
-
-const ResultTypes &result_types() {
-    if (!registered_types)
-        throw std::runtime_error(
-            "fastlower._core.register_types(PartitionPlan, RuleStop, PlanResult) was not called "
-            "(fastlower.plan calls it on import)");
-    return *registered_types;
-}
 
 void PySim::publish_copies() {
     for (; copies_published < core->copies.size(); ++copies_published)
         copy_target[py::int_(core->copies[copies_published])] = to_str(core->copy_fqn[copies_published]);
 }
 
-py::object make_plan(const PartitionData &p) {
+py::dict plan_fields(const PartitionData &p) {
     py::dict member_inputs;
     for (size_t k = 0; k < p.nodes.size(); ++k) member_inputs[py::int_(p.nodes[k])] = to_list(p.member_inputs[k]);
     py::dict kw;
@@ -78,7 +81,7 @@ py::object make_plan(const PartitionData &p) {
     kw["deleted_getitems"] = to_list(p.deleted_getitems);
     kw["owns_state"] = p.owns_state;
     kw["single_output"] = p.single_output;
-    return result_types().partition_plan(**kw);
+    return kw;
 }
 
 namespace {
@@ -139,25 +142,19 @@ int64_t sat(py::handle x) { return pyconv::to_i64_saturating(x.ptr()); }
 
 }  // namespace
 
-std::unique_ptr<PySim> make_sim(py::object arrays, py::object tag_names, bool is_submodule, py::object top,
-                                py::iterable taken_lowered) {
+std::unique_ptr<FusionCore> make_core(py::handle arrays, py::handle tag_names, bool is_submodule,
+                                      py::handle taken_lowered) {
     const NameHooks &hooks = python_name_hooks();
-    auto sim = std::make_unique<PySim>();
-    sim->g = arrays;
-    sim->tag_names = py::list(tag_names);
+    std::unique_ptr<FusionCore> core;
     try {
         GraphInput g = convert_arrays(arrays);
-        std::vector<std::string> fused;
-        for (py::handle t : sim->tag_names) {
-            std::string candidate = snake_case("fused_" + pyconv::utf8(t.ptr()), hooks);
-            split_name(candidate, hooks);  // reject suffixes the core cannot count now, not mid-plan
-            fused.push_back(std::move(candidate));
-        }
-        sim->core = std::make_unique<FusionCore>(std::move(g), std::move(fused), is_submodule, &hooks);
+        std::vector<std::string> tags;
+        for (py::handle t : tag_names) tags.push_back(pyconv::utf8(t.ptr()));
+        core = std::make_unique<FusionCore>(std::move(g), tags, is_submodule, &hooks);
         for (py::handle item : taken_lowered) {
             const int64_t k = item.cast<int64_t>();
             if (k < 0) throw py::value_error("taken_lowered: lowered module indices are >= 0");
-            sim->core->taken_lowered.insert(k);
+            core->taken_lowered.insert(k);
         }
     } catch (const std::overflow_error &e) {
         throw Unsupported(e.what());
@@ -165,6 +162,15 @@ std::unique_ptr<PySim> make_sim(py::object arrays, py::object tag_names, bool is
         if (e.matches(PyExc_UnicodeError) || e.matches(PyExc_OverflowError)) throw Unsupported(e.what());
         throw;
     }
+    return core;
+}
+
+std::unique_ptr<PySim> make_sim(py::object arrays, py::object tag_names, bool is_submodule, py::object top,
+                                py::iterable taken_lowered) {
+    auto sim = std::make_unique<PySim>();
+    sim->g = arrays;
+    sim->tag_names = py::list(tag_names);
+    sim->core = make_core(arrays, sim->tag_names, is_submodule, taken_lowered);
     if (!top.is_none()) {
         sim->top = top;
         if (py::isinstance<PySim>(top)) {
@@ -182,13 +188,13 @@ std::unique_ptr<PySim> make_sim(py::object arrays, py::object tag_names, bool is
 void register_fusion(py::module_ &m) {
     m.def(
         "register_types",
-        [](py::object partition_plan, py::object rule_stop, py::object plan_result) {
-            if (!registered_types) registered_types = new ResultTypes();
-            *registered_types = ResultTypes{partition_plan, rule_stop, plan_result};
+        [](py::object partition_plan) {
+            if (!partition_plan_type) partition_plan_type = new py::object();
+            *partition_plan_type = partition_plan;
         },
-        py::arg("partition_plan"), py::arg("rule_stop"), py::arg("plan_result"),
-        "The dataclasses results are built of (fastlower._schema's PartitionPlan, RuleStop,\n"
-        "PlanResult); fastlower.plan registers them on import.");
+        py::arg("partition_plan"),
+        "The dataclass FusionSimulator's partitions are made of (fastlower._schema's\n"
+        "PartitionPlan); fastlower._core_loader registers it on load.");
     // raised when a graph is outside what the core represents exactly; plan.py
     // then falls back to the twin
     py::register_exception<Unsupported>(m, "Unsupported", PyExc_ValueError);

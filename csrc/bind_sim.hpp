@@ -1,6 +1,6 @@
-// Binding-side pieces shared by the fusion area's binding files: the Python
-// simulator object (bind_fusion.cpp), the GraphArrays conversion
-// (bind_arrays.cpp) and the coarse call plan_graph (bind_plan.cpp).
+// Binding-side pieces shared by the fusion area's binding files: the fine-grained
+// simulator object of the differential tests (bind_fusion.cpp), the GraphArrays
+// conversion (bind_arrays.cpp) and the coarse call plan_graph (bind_plan.cpp).
 #pragma once
 
 #include <memory>
@@ -11,7 +11,7 @@
 
 namespace fastlower {
 
-// fastlower.FusionSimulator's state: the core and the Python objects it hands out.
+// fastlower._core.FusionSimulator's state: the core and the Python objects it hands out.
 struct PySim {
     std::unique_ptr<FusionCore> core;
     py::object g;
@@ -28,17 +28,16 @@ struct PySim {
 // (same order and messages); Unsupported beyond the core's representation.
 GraphInput convert_arrays(py::handle arrays);
 
+// A FusionCore of the arrays and tag names (conversion errors the core cannot
+// represent exactly become Unsupported).
+std::unique_ptr<FusionCore> make_core(py::handle arrays, py::handle tag_names, bool is_submodule,
+                                      py::handle taken_lowered);
+
 std::unique_ptr<PySim> make_sim(py::object arrays, py::object tag_names, bool is_submodule, py::object top,
                                 py::iterable taken_lowered);
 
-// The dataclasses the bindings build results of (fastlower._schema's PartitionPlan,
-// RuleStop, PlanResult), given by register_types: the extension imports no Python module.
-struct ResultTypes {
-    py::object partition_plan, rule_stop, plan_result;
-};
-const ResultTypes &result_types();
-
-py::object make_plan(const PartitionData &p);
+// A partition's fields, by PartitionPlan's field names (fastlower._schema).
+py::dict plan_fields(const PartitionData &p);
 
 void register_plan_graph(py::module_ &m);
 

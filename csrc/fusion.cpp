@@ -10,9 +10,26 @@
 
 namespace fastlower {
 
-FusionCore::FusionCore(GraphInput &&g, std::vector<std::string> fused_candidates, bool is_sub,
+namespace {
+
+// Each tag's fused-module name candidate, snake_case("fused_" + tag); a suffix the core
+// cannot count is rejected now (Unsupported), not mid-plan.
+std::vector<std::string> fused_candidates(const std::vector<std::string> &tag_names, const NameHooks &hooks) {
+    std::vector<std::string> out;
+    out.reserve(tag_names.size());
+    for (const std::string &t : tag_names) {
+        std::string candidate = snake_case("fused_" + t, hooks);
+        split_name(candidate, hooks);
+        out.push_back(std::move(candidate));
+    }
+    return out;
+}
+
+}  // namespace
+
+FusionCore::FusionCore(GraphInput &&g, const std::vector<std::string> &tag_names, bool is_sub,
                        const NameHooks *hooks)
-    : is_submodule(is_sub), hooks_(hooks), ns_(hooks), fused_candidates_(std::move(fused_candidates)) {
+    : is_submodule(is_sub), hooks_(hooks), ns_(hooks), fused_candidates_(fused_candidates(tag_names, *hooks)) {
     const int32_t n = static_cast<int32_t>(g.op.size());
     n_orig = n;
     op = g.op;

@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <optional>
 #include <stdexcept>
 #include <set>
 #include <string>
@@ -89,9 +90,9 @@ class Marks {
 
 class FusionCore {
   public:
-    // fused_candidates[t] = snake_case("fused_" + tag_names[t]); throws Unsupported
-    // when the original names cannot be handled exactly.
-    FusionCore(GraphInput &&g, std::vector<std::string> fused_candidates, bool is_submodule,
+    // Names each tag's fused module snake_case("fused_" + tag_names[t]); throws Unsupported
+    // when the original names or those candidates cannot be handled exactly.
+    FusionCore(GraphInput &&g, const std::vector<std::string> &tag_names, bool is_submodule,
                const NameHooks *hooks);
 
     // -- state read by the binding (same meaning as the twin's attributes) --
@@ -139,7 +140,9 @@ class FusionCore {
     bool find_cycle(const std::vector<int64_t> &members, std::vector<int32_t> &path);
     int32_t fuse(int64_t tag, const std::vector<int64_t> &members);  // returns pid
     void legalize();
-    void insert_delegate(int64_t pid);
+    // the delegate's debug handle: one more than the top-level graph's largest (the
+    // simulator's top, else this graph) unless given
+    void insert_delegate(int64_t pid, std::optional<int64_t> debug_handle = std::nullopt);
     int64_t max_debug_handle() const;
 
   private:

@@ -146,23 +146,40 @@ void fuse_all(FusionCore &core, const PlanOptionsData &opt, const TagStops &stop
                 out.stop = make_stop(STOP_OWNED_UPDATE_READ, STAGE_INSERT, fused, t, std::move(read));
                 return;
             }
-            core.insert_delegate(pid);
+            if (opt.top_debug_handle)
+                core.insert_delegate(pid, *opt.top_debug_handle + 1);
+            else
+                core.insert_delegate(pid);
         }
     }
-    if (!while_fusing)
-        for (size_t pid = 0; pid < core.partitions.size(); ++pid) {
-            std::vector<int32_t> read = owned_update_read(core, core.partitions[pid]);
-            if (!read.empty()) {
-                out.insert_stop = make_stop(STOP_OWNED_UPDATE_READ, STAGE_INSERT, static_cast<int64_t>(pid),
-                                            core.partitions[pid].tag, std::move(read));
-                return;
-            }
+    if (while_fusing) return;
+    for (size_t pid = 0; pid < core.partitions.size(); ++pid) {
+        std::vector<int32_t> read = owned_update_read(core, core.partitions[pid]);
+        if (!read.empty()) {
+            out.insert_stop = make_stop(STOP_OWNED_UPDATE_READ, STAGE_INSERT, static_cast<int64_t>(pid),
+                                        core.partitions[pid].tag, std::move(read));
+            return;
         }
+    }
+    // the delegates the caller inserts after fusing, in its order (none on an insert stop:
+    // the reference raises before inserting)
+    const std::vector<int64_t> &top_handles = opt.delegate_top_debug_handles;
+    for (size_t k = 0; k < opt.delegate_order.size(); ++k) {
+        if (top_handles.empty())
+            core.insert_delegate(opt.delegate_order[k]);
+        else
+            core.insert_delegate(opt.delegate_order[k], top_handles[k] + 1);
+    }
 }
 
 void check_options(const FusionCore &core, const PlanOptionsData &opt) {
     const size_t n = core.size();
     checks::length("plan_graph", "options.no_copy", opt.no_copy, n);
+    if (!opt.delegate_top_debug_handles.empty())
+        checks::length("plan_graph", "options.delegate_top_debug_handles", opt.delegate_top_debug_handles,
+                       opt.delegate_order.size());
+    if (!opt.delegate_order.empty() && opt.delegate_insertion == DELEGATES_WHILE_FUSING)
+        checks::value_error("plan_graph: options.delegate_order is for DELEGATES_AFTER_FUSING");
     if (opt.is_submodule) return;
     if (opt.duplication_order.size() != core.n_tags())
         checks::value_error("plan_graph: options.duplication_order has " +

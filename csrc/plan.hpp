@@ -1,10 +1,12 @@
 // plan_graph: plan one graph in one call (constant duplication, then every tag's
-// fusion, and its delegate's insertion when DELEGATES_WHILE_FUSING), up to the
-// first broken rule, reported as plain data where the reference meets it.
+// fusion, and its delegate's insertion when DELEGATES_WHILE_FUSING, or the
+// delegates the options list after fusing), up to the first broken rule, reported
+// as plain data where the reference meets it.
 // Twin (specification): fastlower/_twin/plan.py.  Plain C++, no Python.
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <vector>
 
 #include "fusion.hpp"
@@ -19,6 +21,13 @@ struct PlanOptionsData {
     std::vector<std::vector<int64_t>> duplication_order;  // per tag, the reference's order
     std::vector<uint8_t> no_copy;                         // per node
     bool validate_at_first_duplication = false;
+    // a control-flow body: the top-level graph's largest live debug handle, which a
+    // delegate's handle follows (else this graph's own)
+    std::optional<int64_t> top_debug_handle;
+    // DELEGATES_AFTER_FUSING: the delegates to insert after fusing, in this order (the
+    // multi-method path, once every preprocess ran); in a control-flow body, with the
+    // top-level graph's largest debug handle at each insertion (empty: this graph's own)
+    std::vector<int64_t> delegate_order, delegate_top_debug_handles;
 };
 
 // RuleStop: kind 0 = none.

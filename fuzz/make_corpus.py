@@ -4,23 +4,26 @@ Lowers the bundled 1-layer Llama with XNNPACK and the ``tests/models/registry.py
 with fastlower, records every graph the planner is handed (top level and
 ``cond``/``map`` bodies, with their delegation tags), and writes for each one
 seed per core entry point in ``corpus_format``'s byte format: the planner's own
-simulator sequence, ``group_by_tag`` of its tags, its contract arrays, its
-structure arrays (for ``first_difference``) and its node names.
+simulator sequence, ``plan_graph`` on both lowering paths, ``group_by_tag`` of its
+tags, its contract arrays, its structure arrays (for ``first_difference``) and its
+node names.
 
 Run from the repository root::
 
     .venv/bin/python fuzz/make_corpus.py            # rewrites fuzz/corpus/
+    .venv/bin/python fuzz/make_corpus.py --out DIR --cases cond_demo --no-llama
 """
 
 from __future__ import annotations
 
+import argparse
 import hashlib
 import logging
 import os
 import shutil
 import sys
 import warnings
-from typing import List, Tuple
+from typing import List, Optional, Sequence, Tuple
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
@@ -33,9 +36,10 @@ CASES = ["conv_relu_tan", "conv_relu_tan_split", "cond_demo", "map_demo", "neste
          "list_arg_const_xnnpack", "missing_tag", "split_output_demo"]
 
 
-def record_graphs() -> List[Tuple[str, object, List[str], bool]]:
+def record_graphs(cases: Sequence[str] = CASES,
+                  llama: bool = True) -> List[Tuple[str, object, List[str], bool]]:
     """(label, EncodedGraph, tag names, is a body) of every graph planned while lowering the seed
-    models."""
+    models (the 1-layer Llama when ``llama``, then ``cases``)."""
     import fastlower
     from fastlower.lowering import steps as lowering  # where to_backend plans
     from executorch.backends.xnnpack.partition.xnnpack_partitioner import XnnpackPartitioner
@@ -56,10 +60,11 @@ def record_graphs() -> List[Tuple[str, object, List[str], bool]]:
 
     lowering.plan_program = recording_plan_program
     try:
-        label[0] = "llama1_xnnpack"
-        program, _ = edge_llama(1)
-        fastlower.to_backend(program, XnnpackPartitioner())
-        for name in CASES:
+        if llama:
+            label[0] = "llama1_xnnpack"
+            program, _ = edge_llama(1)
+            fastlower.to_backend(program, XnnpackPartitioner())
+        for name in cases:
             label[0] = name
             built = models.MODEL_CASES[name].build()
             partitioner = built.partitioner
@@ -101,9 +106,17 @@ def write_graph(w: cf.Writer, a, n_tags: int) -> None:
         w.sint(target)
 
 
+def _csr(lists: Sequence[Sequence[int]]) -> Tuple[List[int], List[int]]:
+    """(offsets, flat) of ``lists``, the compressed rows the contract check takes."""
+    offsets, flat = [0], []
+    for xs in lists:
+        flat.extend(xs)
+        offsets.append(len(flat))
+    return offsets, flat
+
+
 def seeds_of(enc, tag_names: List[str], is_submodule: bool) -> List[Tuple[str, bytes]]:
-    from fastlower.encode import structure_arrays
-    from fastlower.plan import _csr
+    from fastlower.encode import TargetKeys, structure_arrays
 
     a = enc.arrays
     out = []
@@ -128,6 +141,22 @@ def seeds_of(enc, tag_names: List[str], is_submodule: bool) -> List[Tuple[str, b
                     w.sint(arg)
         out.append((f"sim_{'single' if single else 'multi'}", w.bytes()))
 
+    # fuzz_core.fuzz_plan_graph's layout: the options plan.py gives, on both paths
+    for insertion, path in ((0, "single"), (1, "multi")):
+        w = cf.Writer()
+        w.uint(cf.PLAN_GRAPH)
+        w.texts(tag_names, cf.MAX_TAGS)
+        w.byte(int(is_submodule))
+        w.byte(cf.GRAPH_CONSISTENT)
+        write_graph(w, a, len(tag_names))
+        w.byte(insertion)
+        w.byte(0)  # no validation stop
+        w.byte(0)  # no_copy: one flag byte per node
+        for flag in enc.no_copy:
+            w.byte(int(flag))
+        w.byte(1)  # the duplication order plan.py computes
+        out.append((f"plan_{path}", w.bytes()))
+
     w = cf.Writer()
     w.uint(cf.GROUP_BY_TAG)
     w.sints(a.tags, cf.MAX_LIST)
@@ -142,7 +171,7 @@ def seeds_of(enc, tag_names: List[str], is_submodule: bool) -> List[Tuple[str, b
     w.byte(0)
     out.append(("contract", w.bytes()))
 
-    structure = structure_arrays(enc.graph_module)
+    structure = list(structure_arrays(enc.graph_module, TargetKeys()))
     w = cf.Writer()
     w.uint(cf.FIRST_DIFFERENCE)
     for values in structure + structure:
@@ -158,10 +187,21 @@ def seeds_of(enc, tag_names: List[str], is_submodule: bool) -> List[Tuple[str, b
     return out
 
 
-def main() -> None:
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    """Write the seeds; returns how many."""
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--out", default=os.path.join(HERE, "corpus"),
+                    help="corpus directory, emptied first (default: fuzz/corpus)")
+    ap.add_argument("--cases", nargs="*", default=CASES,
+                    help="tests/models/registry.py cases to lower (default: the seed set)")
+    ap.add_argument("--no-llama", action="store_true", help="skip the 1-layer Llama")
+    args = ap.parse_args(argv)
     logging.disable(logging.WARNING)
-    corpus = os.path.join(HERE, "corpus")
-    graphs = record_graphs()
+    try:
+        graphs = record_graphs(args.cases, llama=not args.no_llama)
+    finally:
+        logging.disable(logging.NOTSET)
+    corpus = args.out
     shutil.rmtree(corpus, ignore_errors=True)
     os.makedirs(corpus)
     count = 0
@@ -175,6 +215,7 @@ def main() -> None:
                 f.write(data)
             count += 1
     print(f"wrote {count} seeds from {len(graphs)} graphs to {corpus}")
+    return count
 
 
 if __name__ == "__main__":

@@ -119,3 +119,34 @@ def test_fuzzer_runs_clean(tmp_path):
         f"fuzzer failed ({seed}): {artifacts}\n{log[-6000:]}")
     runs = [line for line in log.splitlines() if "stat::number_of_executed_units" in line]
     assert runs and int(runs[-1].split(":")[-1]) > 100, log[-2000:]
+
+
+def test_make_corpus_regenerates_the_seeds(harness, tmp_path):
+    """``fuzz/make_corpus.py`` on one model into a temporary directory: a seed of each kind
+    per recorded graph, each replays, and a plan seed carries the graph the lowering
+    planned (its partitions are fused)."""
+    fuzz_core, cf = harness
+    sys.path.insert(0, FUZZ_DIR)
+    saved_path = list(sys.path)
+    try:
+        import make_corpus
+    finally:
+        sys.path[:] = [p for p in saved_path if p != FUZZ_DIR]
+    out = tmp_path / "corpus"
+    count = make_corpus.main(["--out", str(out), "--cases", "cond_demo", "--no-llama"])
+    seeds = sorted(out.iterdir())
+    assert count == len(seeds) > 0
+    kinds = {"sim_single", "sim_multi", "plan_single", "plan_multi", "group", "contract",
+             "identity", "names"}
+    top = [p for p in seeds if p.name.startswith("cond_demo_0_")]
+    assert {k for k in kinds for p in top if f"_{k}_" in p.name} == kinds
+    assert any(p.name.startswith("cond_demo_1_") for p in seeds)  # a cond body, recorded too
+    for path in seeds:
+        fuzz_core.TestOneInput(path.read_bytes())
+    plan_seed = next(p for p in top if "_plan_single_" in p.name)
+    r = cf.Reader(atheris.FuzzedDataProvider(plan_seed.read_bytes()))
+    assert r.uint() == cf.PLAN_GRAPH
+    tag_names = r.texts(cf.MAX_TAGS)
+    assert not r.byte() & 1  # the top-level graph
+    g = fuzz_core.read_graph(r)
+    assert "cond" in g.names and tag_names

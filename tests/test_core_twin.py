@@ -33,7 +33,7 @@ from fastlower._twin import namespace as twin_namespace
 from fastlower._schema import (
     DELEGATES_AFTER_FUSING, DELEGATES_WHILE_FUSING, OWNABLE_ROLES, STAGE_FUSE, STAGE_INSERT,
     STAGE_PROGRAM, STOP_MUTATION_RETURNED, STOP_OWNED_UPDATE_READ, STOP_TAGGED_OUTPUT,
-    STOP_VALIDATE, PlanOptions, PlanResult, RuleStop,
+    STOP_VALIDATE, PlanOptions, PlanResult,
 )
 from fastlower._twin import plan as twin_plan
 from fastlower._twin.fusion import (
@@ -570,7 +570,7 @@ def test_unsupported_graph_falls_back_to_twin(core):
     with pytest.raises(core.Unsupported):
         core.plan_graph(case.arrays, case.tag_names, plan_options(case))
     result = fl_plan.plan_graph(case.arrays, case.tag_names, plan_options(case))
-    assert isinstance(result.sim, TwinSimulator) and len(result.partitions) == 1
+    assert len(result.partitions) == 1  # the twin planned it
     bad = _chain_with_buffer_mutation()
     bad.arrays.users[0] = []  # users do not match inputs: malformed, not a core limit
     for cls in (core.FusionSimulator, TwinSimulator, lambda *a: fl_plan.plan_graph(
@@ -604,18 +604,24 @@ def stop_key(stop):
     return None if stop is None else (stop.kind, stop.stage, stop.pid, stop.tag, list(stop.nodes))
 
 
+def core_plan(core):
+    """The core's plan_graph, its plain data made a PlanResult (as fastlower.plan does)."""
+    return lambda *args: PlanResult.from_core(core.plan_graph(*args))
+
+
 def plan_case(plan_graph, case: Case, insertion: int, validate: bool = False):
-    """plan_graph on the case, then on its control-flow body (with the top's simulator):
-    each graph's stops and final state, or the error both must raise alike."""
+    """plan_graph on the case, then on its control-flow body (after the top's debug
+    handles): each graph's stops and final state, or the error both must raise alike."""
     try:
         top = plan_graph(case.arrays, case.tag_names, plan_options(case, insertion, validate))
-        out = [(stop_key(top.stop), stop_key(top.insert_stop), snapshot(top.sim))]
+        out = [(stop_key(top.stop), stop_key(top.insert_stop), dataclasses.asdict(top.graph))]
         if case.sub is not None and top.stop is None:
             sub_case = dataclasses.replace(case.sub, tag_names=case.tag_names)
-            sub = plan_graph(sub_case.arrays, case.tag_names,
-                             plan_options(sub_case, insertion, is_submodule=True), top.sim)
-            assert sub.sim.top is top.sim
-            out.append((stop_key(sub.stop), stop_key(sub.insert_stop), snapshot(sub.sim)))
+            options = plan_options(sub_case, insertion, is_submodule=True)
+            options.top_debug_handle = top.graph.max_debug_handle
+            sub = plan_graph(sub_case.arrays, case.tag_names, options)
+            out.append((stop_key(sub.stop), stop_key(sub.insert_stop),
+                        dataclasses.asdict(sub.graph)))
         return out
     except Exception as exc:  # both implementations must fail the same way
         return ("error", type(exc).__name__, str(exc))
@@ -627,16 +633,52 @@ def plan_case(plan_graph, case: Case, insertion: int, validate: bool = False):
        validate=st.booleans())
 def test_plan_graph_matches_twin(core, case, insertion, validate):
     twin = plan_case(twin_plan.plan_graph, case, insertion, validate)
-    native = plan_case(core.plan_graph, case, insertion, validate)
+    native = plan_case(core_plan(core), case, insertion, validate)
     assert native == twin
+
+
+def inserted_in_order(plan_graph, case: Case, seed: int):
+    """DELEGATES_AFTER_FUSING, then planned again with every delegate inserted in a
+    shuffled order: (that order, the graph), None when a rule stops it, or the error."""
+    try:
+        options = plan_options(case, DELEGATES_AFTER_FUSING)
+        first = plan_graph(case.arrays, case.tag_names, options)
+        if first.stop is not None or first.insert_stop is not None:
+            return None
+        order = list(range(len(first.partitions)))
+        random.Random(seed).shuffle(order)
+        options.delegate_order = order
+        return order, plan_graph(case.arrays, case.tag_names, options).graph
+    except Exception as exc:  # both implementations must fail the same way
+        return ("error", type(exc).__name__, str(exc))
+
+
+@settings(max_examples=60, **SETTINGS)
+@given(case=sim_cases(max_nodes=250), seed=st.integers(0, 2**16))
+def test_plan_graph_inserts_delegates_in_the_order_given(core, case, seed):
+    """The same graph from both, and the same as the simulator's insert_delegate calls in
+    that order after fusing (what the multi-method path did with a live simulator)."""
+    twin = inserted_in_order(twin_plan.plan_graph, case, seed)
+    assert inserted_in_order(core_plan(core), case, seed) == twin
+    if twin is None or twin[0] == "error":
+        return
+    order, graph = twin
+    sim = TwinSimulator(case.arrays, case.tag_names, False, None)
+    options = plan_options(case, DELEGATES_AFTER_FUSING)
+    duplicating, fusing = twin_plan.contract_stops(case.arrays, len(case.tag_names), options)
+    assert twin_plan._duplicate_shared_constants(sim, case.arrays, options, duplicating) is None
+    assert twin_plan._fuse_all(sim, options, fusing) == (None, None)
+    for pid in order:
+        sim.insert_delegate(pid)
+    assert twin_plan.planned_graph(sim) == graph
 
 
 @settings(max_examples=5, **SETTINGS)
 @given(case=sim_cases(min_nodes=1000, max_nodes=3000),
        insertion=st.sampled_from([DELEGATES_WHILE_FUSING, DELEGATES_AFTER_FUSING]))
 def test_plan_graph_matches_twin_large(core, case, insertion):
-    assert plan_case(core.plan_graph, case, insertion) == plan_case(twin_plan.plan_graph, case,
-                                                                    insertion)
+    assert plan_case(core_plan(core), case, insertion) == plan_case(twin_plan.plan_graph, case,
+                                                                      insertion)
 
 
 @pytest.mark.parametrize("insertion", [DELEGATES_WHILE_FUSING, DELEGATES_AFTER_FUSING])
@@ -646,18 +688,18 @@ def test_plan_graph_fuses_many_partitions(core, insertion):
     case.tag_names = make_tag_names(rng, 40, fancy=True)
     case.no_copy = [0] * len(case.no_copy)  # no shared no_copy constant stops it at once
     twin = plan_case(twin_plan.plan_graph, case, insertion)
-    assert plan_case(core.plan_graph, case, insertion) == twin
+    assert plan_case(core_plan(core), case, insertion) == twin
     assert len(twin[0][2]["partitions"]) >= 10
 
 
 @pytest.mark.parametrize("impl", ["core", "twin"])
 def test_plan_graph_stops_where_the_rules_are_broken(core, impl):
     """Each broken rule: its kind, the stage of the reference's work and the nodes involved."""
-    plan_graph = core.plan_graph if impl == "core" else twin_plan.plan_graph
+    plan_graph = core_plan(core) if impl == "core" else twin_plan.plan_graph
 
     def stops(case, insertion=DELEGATES_WHILE_FUSING, validate=False):
         result = plan_graph(case.arrays, case.tag_names, plan_options(case, insertion, validate))
-        return stop_key(result.stop), stop_key(result.insert_stop), result.sim
+        return stop_key(result.stop), stop_key(result.insert_stop), result.graph
 
     # mul (4) updates b_buf, owned by the delegate, and relu (5) reads it
     (stop, later, sim) = stops(_chain_with_buffer_mutation())
@@ -691,6 +733,10 @@ def test_plan_graph_stops_where_the_rules_are_broken(core, impl):
     (lambda o: setattr(o, "duplication_order", [[7]]), IndexError),
     (lambda o: setattr(o, "duplication_order", [[-1]]), IndexError),
     (lambda o: setattr(o, "duplication_order", [[2**70]]), IndexError),
+    (lambda o: setattr(o, "delegate_order", [0]), ValueError),
+    (lambda o: (setattr(o, "delegate_insertion", DELEGATES_AFTER_FUSING),
+                setattr(o, "delegate_order", [0]),
+                setattr(o, "delegate_top_debug_handles", [1, 2])), ValueError),
 ])
 def test_plan_graph_malformed_options(core, mutate, error):
     """Options that do not fit the graph: the same exception and message from both, before
@@ -920,8 +966,9 @@ def test_extension_in_use():
                  "plan_graph"):
         assert hasattr(core, name), name
     case = _chain_with_buffer_mutation()
-    assert isinstance(fl_plan.plan_graph(case.arrays, case.tag_names, plan_options(case)).sim,
-                      core.FusionSimulator)
+    planned = fl_plan.plan_graph(case.arrays, case.tag_names, plan_options(case))
+    assert planned == PlanResult.from_core(core.plan_graph(case.arrays, case.tag_names,
+                                                           plan_options(case)))
 
 
 def test_loader_refuses_a_core_built_for_another_interface(monkeypatch):
@@ -948,7 +995,7 @@ def test_loader_refuses_a_core_built_for_another_interface(monkeypatch):
     monkeypatch.setattr(_core_loader, "_handed_over", None)
     assert _core_loader.load_core() is StaleCore
     assert StaleCore.rules == [twin_namespace.ILLEGAL_NAMES]
-    assert StaleCore.types == [(PartitionPlan, RuleStop, PlanResult)]
+    assert StaleCore.types == [(PartitionPlan,)]
 
 
 def test_built_core_matches_the_sources_interface(core):

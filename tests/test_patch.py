@@ -27,7 +27,7 @@ from executorch.exir.program import _program
 import fastlower
 import fastlower.patch as patch
 import fastlower.preprocess as pp
-from fastlower.report import preview_export
+from fastlower.preview import preview_export
 from tests.models.partitioners import TargetsPartitioner
 from tests.report.toy import ADD_MUL, AddMulSin, FastlowerToyBackend
 

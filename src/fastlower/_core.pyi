@@ -1,4 +1,4 @@
-"""Types of the native core ``fastlower._core`` (csrc/, pybind11), interface 9.
+"""Types of the native core ``fastlower._core`` (csrc/, pybind11), interface 10.
 
 Each function and class has a pure-Python twin in ``fastlower._twin`` with the same
 signature and results; the integer arrays are node ids, op codes and tag ids of the
@@ -7,11 +7,9 @@ after the twins; keep in step with ``csrc/bind_*.cpp`` (``CORE_INTERFACE``).
 """
 
 from collections.abc import Iterable, Iterator, Sequence
-from typing import ClassVar, TypeVar, overload
+from typing import Any, ClassVar, TypeVar, overload
 
-from fastlower._schema import (
-    GraphArrays, PartitionPlan, PlanOptions, PlanResult, RuleStop, Simulator,
-)
+from fastlower._schema import GraphArrays, PartitionPlan, PlanOptions, Simulator
 
 _T = TypeVar("_T", covariant=True)
 
@@ -80,16 +78,19 @@ def propose_group_partitions(
 
 # -- fusion ---------------------------------------------------------------------------------
 
-def register_types(partition_plan: type[PartitionPlan], rule_stop: type[RuleStop],
-                   plan_result: type[PlanResult]) -> None:
-    """The dataclasses results are built of (fastlower._schema's PartitionPlan, RuleStop,
-    PlanResult); fastlower.plan registers them on import."""
+def register_types(partition_plan: type[PartitionPlan]) -> None:
+    """The dataclass FusionSimulator's partitions are made of (fastlower._schema's
+    PartitionPlan); fastlower._core_loader registers it on load."""
 
 def plan_graph(arrays: GraphArrays, tag_names: Sequence[str], options: PlanOptions,
-               top: Simulator | None = None) -> PlanResult:
+               ) -> tuple[dict[str, Any], dict[str, Any] | None, dict[str, Any] | None]:
     """Plan one graph in one call (constant duplication, then every tag's fusion, each
-    delegate inserted when options.delegate_insertion is DELEGATES_WHILE_FUSING), up to the
-    first broken rule; same results as fastlower._twin.plan.plan_graph."""
+    delegate inserted when options.delegate_insertion is DELEGATES_WHILE_FUSING, else those
+    of options.delegate_order after fusing), up to the first broken rule. Plain data out:
+    (graph, stop, insert_stop), the fields of fastlower._schema's PlannedGraph (partitions
+    as dicts of PartitionPlan's fields) and RuleStop (or None);
+    ``fastlower._schema.PlanResult.from_core`` makes them the PlanResult that
+    fastlower._twin.plan.plan_graph returns."""
 
 class _NodeView(Sequence[_T]):
     """Live read-only per-node attribute of a FusionSimulator (indexes like a list).
@@ -111,8 +112,9 @@ class _NodeView(Sequence[_T]):
     def tolist(self) -> list[_T]: ...
 
 class FusionSimulator:
-    """Replays the reference's fusion edits on integer arrays; same interface and
-    results as fastlower._twin.fusion.FusionSimulator."""
+    """Replays the reference's fusion edits on integer arrays, step by step; same interface
+    and results as fastlower._twin.fusion.FusionSimulator. For the differential tests and
+    the fuzz harness: the lowering only calls ``plan_graph``."""
 
     def __init__(self, g: GraphArrays, tag_names: Sequence[str], is_submodule: bool,
                  top: Simulator | None = None, taken_lowered: Iterable[int] = ()) -> None: ...

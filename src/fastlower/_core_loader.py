@@ -27,7 +27,7 @@ from .settings import FORCE_PYTHON as FORCE_PYTHON_ENV, force_python as _force_p
 __all__ = ["load_core", "hand_over_rules", "FORCE_PYTHON_ENV", "CORE_INTERFACE"]
 
 # must equal FASTLOWER_CORE_INTERFACE in csrc/bind_info.cpp; bump both together
-CORE_INTERFACE = 9
+CORE_INTERFACE = 10
 
 _warned = False
 _handed_over: Optional[ModuleType] = None  # the core that last got the rules
@@ -54,15 +54,15 @@ def load_core() -> Optional[ModuleType]:
 
 def hand_over_rules(core: ModuleType) -> None:
     """Give ``core`` what it cannot know by itself: the run-time rules of
-    :mod:`fastlower._name_rules` (torch.fx's illegal node names) and the plain dataclasses of
-    :mod:`fastlower._schema` its results are made of. Idempotent and thread-safe: the core
-    ignores the same set again."""
+    :mod:`fastlower._name_rules` (torch.fx's illegal node names) and the plain dataclass of
+    :mod:`fastlower._schema` its fine-grained simulator's partitions are made of.
+    Idempotent and thread-safe: the core ignores the same set again."""
     global _handed_over
     from ._name_rules import ILLEGAL_NAMES  # imports torch.fx: only when a core is used
-    from ._schema import PartitionPlan, PlanResult, RuleStop
+    from ._schema import PartitionPlan
 
     core.set_name_rules(ILLEGAL_NAMES)
-    core.register_types(PartitionPlan, RuleStop, PlanResult)
+    core.register_types(PartitionPlan)
     _handed_over = core
 
 

@@ -3,15 +3,15 @@
 Constants are the integer codes of the flat encoding (``fastlower.encode``); the C++
 core holds the same values in ``csrc/schema.hpp`` (``tests/test_schema.py`` fails when
 one side drifts from the other). The dataclasses are what crosses the core's boundary
-in its one coarse call, ``plan_graph(arrays, tag_names, options, top) -> PlanResult``:
-:class:`GraphArrays` and :class:`PlanOptions` go in; a :class:`PlanResult` (the
-simulator, its :class:`PartitionPlan` list, the :class:`RuleStop` where planning
-stopped) comes out. ``csrc/fusion.hpp``'s ``GraphInput`` and ``PartitionData`` and
-``csrc/plan.hpp``'s ``PlanOptionsData`` and ``RuleStopData`` mirror their fields
-(checked by the same test).
-:class:`Simulator` is the interface of a fusion simulator, implemented by both the core
-(``fastlower._core.FusionSimulator``) and its pure-Python twin
-(``fastlower._twin.fusion.FusionSimulator``).
+in its one coarse call, ``plan_graph(arrays, tag_names, options)``: :class:`GraphArrays`
+and :class:`PlanOptions` go in; plain data comes out, made into a :class:`PlanResult`
+(the :class:`PlannedGraph`, its :class:`PartitionPlan` list, the :class:`RuleStop` where
+planning stopped) by :meth:`PlanResult.from_core`. ``csrc/fusion.hpp``'s ``GraphInput``
+and ``PartitionData`` and ``csrc/plan.hpp``'s ``PlanOptionsData`` and ``RuleStopData``
+mirror their fields (checked by the same test).
+:class:`Simulator` is the interface of the fine-grained fusion simulator the differential
+tests drive, implemented by both the core (``fastlower._core.FusionSimulator``) and its
+pure-Python twin (``fastlower._twin.fusion.FusionSimulator``); the lowering never holds one.
 
 This module imports nothing from fastlower: every layer may import it.
 """
@@ -19,7 +19,7 @@ This module imports nothing from fastlower: every layer may import it.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Collection, Dict, List, Optional, Protocol, Sequence
+from typing import Any, Collection, Dict, List, Mapping, Optional, Protocol, Sequence, Tuple
 
 __all__ = [
     "OP_PLACEHOLDER", "OP_GET_ATTR", "OP_CALL_FUNCTION", "OP_CALL_MODULE", "OP_CALL_METHOD",
@@ -36,7 +36,8 @@ __all__ = [
     "STOP_NO_OUTPUT", "STOP_MUTATION_RETURNED", "STOP_OWNED_UPDATE_READ", "STOP_VALIDATE",
     "STAGE_FUSE", "STAGE_PROGRAM", "STAGE_INSERT",
     "DELEGATES_WHILE_FUSING", "DELEGATES_AFTER_FUSING",
-    "GraphArrays", "PartitionPlan", "Simulator", "PlanOptions", "RuleStop", "PlanResult",
+    "GraphArrays", "PartitionPlan", "Simulator", "PlanOptions", "RuleStop", "PlannedGraph",
+    "PlanResult",
 ]
 
 # node.op codes
@@ -136,6 +137,15 @@ class PlanOptions:
     # stop (STOP_VALIDATE) where the first constant would be duplicated: the caller
     # validates the tagged program there and plans again without it
     validate_at_first_duplication: bool = False
+    # a control-flow body: the top-level graph's largest live debug handle (a delegate's
+    # handle is one more); None for the top-level graph, which counts its own
+    top_debug_handle: Optional[int] = None
+    # DELEGATES_AFTER_FUSING: partitions whose delegates are inserted after fusing, in
+    # this order (the multi-method path plans again once every preprocess ran) ...
+    delegate_order: List[int] = field(default_factory=list)
+    # ... and, in a control-flow body, the top-level graph's largest debug handle at each
+    # of those insertions (empty: this graph's own, as for the top-level graph)
+    delegate_top_debug_handles: List[int] = field(default_factory=list)
 
 
 @dataclass
@@ -156,11 +166,49 @@ class RuleStop:
     nodes: List[int] = field(default_factory=list)
 
 
+@dataclass(frozen=True)
+class PlannedGraph:
+    """One graph after planning, as plain data (node ids: original nodes first, then the
+    nodes the plan made; per-node lists cover every id, erased nodes included).
+
+    What applying the plan reads: ``order`` lists the surviving nodes in final graph
+    order; ``kind`` says what made each node (``KIND_*``), ``origin`` the original node a
+    copy or getitem derives from; ``users[i]`` is in torch.fx order.
+    """
+
+    order: List[int]
+    op: List[int]
+    kind: List[int]
+    origin: List[int]
+    inputs: List[List[int]]
+    users: List[List[int]]
+    names: List[str]
+    tags: List[int]
+    alive: List[bool]
+    getitem_index: List[int]
+    debug_handles: List[int]
+    copies: List[int]  # constant copies, in creation order
+    copy_target: Dict[int, str]  # placeholder target of each copy
+    out_args: List[int]  # the surviving outputs: node id, or -1 for a non-node
+    out_kinds: List[int]
+    out_targets: List[int]
+    out_specs: List[int]  # index of each surviving output in the original output spec
+    output_node: int
+    partitions: List[PartitionPlan]
+    lowered_count: int
+    max_debug_handle: int  # the largest debug handle of a live node (0 when none)
+
+    @classmethod
+    def from_fields(cls, fields: Mapping[str, Any]) -> "PlannedGraph":
+        """From plain fields, partitions as dicts of :class:`PartitionPlan`'s fields."""
+        return cls(**{**fields, "partitions": [PartitionPlan(**p) for p in fields["partitions"]]})
+
+
 @dataclass
 class PlanResult:
-    """One graph planned by ``plan_graph``: its simulator after every edit, and its stops."""
+    """One graph planned by ``plan_graph``: the planned graph, and its stops."""
 
-    sim: "Simulator"
+    graph: PlannedGraph
     stop: Optional[RuleStop] = None  # the first broken rule; planning ended there
     # DELEGATES_AFTER_FUSING: the first partition whose owned buffer update is read
     # outside it, met when the lowering inserts that delegate
@@ -168,11 +216,21 @@ class PlanResult:
 
     @property
     def partitions(self) -> List[PartitionPlan]:
-        return self.sim.partitions
+        return self.graph.partitions
+
+    @classmethod
+    def from_core(cls, raw: Tuple[Mapping[str, Any], Optional[Mapping[str, Any]],
+                                  Optional[Mapping[str, Any]]]) -> "PlanResult":
+        """The result of the core's ``plan_graph``: (graph, stop, insert_stop) as dicts."""
+        graph, stop, insert_stop = raw
+        return cls(PlannedGraph.from_fields(graph),
+                   None if stop is None else RuleStop(**stop),
+                   None if insert_stop is None else RuleStop(**insert_stop))
 
 
 class Simulator(Protocol):
-    """A fusion simulator: the core's ``FusionSimulator`` or the twin's.
+    """A fine-grained fusion simulator: the core's ``FusionSimulator`` or the twin's (the
+    differential tests drive it step by step; ``plan_graph`` keeps its own inside).
 
     Per-node attributes index by simulator node id (original nodes first, then the
     nodes the simulator made); the core exposes them as live read-only sequences,

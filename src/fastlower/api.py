@@ -80,4 +80,6 @@ def lower_with_report(*args: Any) -> Tuple[Any, LoweringReport]:
     if args and isinstance(args[0], str):
         raise TypeError("lower_with_report() takes the partitioner overloads of to_backend")
     result = to_backend(*args)
-    return result, last_report()
+    report = last_report()
+    assert report is not None  # every partitioner overload publishes one
+    return result, report

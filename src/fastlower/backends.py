@@ -33,7 +33,7 @@ def find_backend(backend_id: str) -> Type[BackendDetails]:
             return cls
     backends = known_backends()
     if backend_id not in backends:
-        raise BackendNotFoundError(backend_id, backends)
+        raise BackendNotFoundError(backend_id, list(backends))
     return backends[backend_id]
 
 

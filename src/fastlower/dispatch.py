@@ -43,7 +43,7 @@ class EntryPoint:
         """The class whose attribute the reference is (None for a module function)."""
         if self.owner is None:
             return None
-        return getattr(importlib.import_module(self.module), self.owner)  # type: ignore[no-any-return]
+        return getattr(importlib.import_module(self.module), self.owner)
 
     @property
     def reference(self) -> Callable[..., Any]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import operator
 import re
 from dataclasses import dataclass, field
-from typing import Dict, List, Optional, Tuple
+from typing import Dict, List, Optional, Tuple, cast
 
 import torch
 from torch._subclasses.fake_tensor import FakeTensor
@@ -145,7 +145,7 @@ def encode_graph(gm: torch.fx.GraphModule, tag_index: Dict[object, int],
             subs = []
             for arg_i in _CONTROL_FLOW_ARGS[node.target]:
                 attr = node.args[arg_i]
-                sub = gm.get_submodule(attr.target)
+                sub = cast(torch.fx.GraphModule, gm.get_submodule(attr.target))  # a body
                 subs.append((attr.target, encode_graph(sub, tag_index, None, targets)))
             nested[i] = subs
     if program is None:

@@ -18,7 +18,7 @@ Errors with no reference counterpart (``UnknownTagError``, ``PartitionerEditErro
 
 from __future__ import annotations
 
-from typing import Any, Dict, Optional, Sequence, Tuple
+from typing import Any, Dict, Optional, Protocol, Sequence, Tuple, Type
 
 
 def add_note(error: BaseException, note: str) -> None:
@@ -39,7 +39,15 @@ class UnsupportedVersionError(FastlowerError, RuntimeError):
     (:mod:`fastlower.compat`)."""
 
 
-def _rebuild(cls: type, args: Tuple[Any, ...], state: Dict[str, Any]) -> BaseException:
+class _NodeEdit(Protocol):
+    """What an error reads of a partitioner's edit (``fastlower.edits``): its node's name."""
+
+    @property
+    def node(self) -> str: ...
+
+
+def _rebuild(cls: Type[BaseException], args: Tuple[Any, ...],
+             state: Dict[str, Any]) -> BaseException:
     error = cls.__new__(cls)
     error.args = args
     error.__dict__.update(state)
@@ -200,7 +208,7 @@ class MethodWithoutProgramError(FastlowerError, AssertionError):
 class PartitionerEditError(GraphModifiedError):
     """Inside ``strict_partitioners()``: the partitioner changed a node's arguments."""
 
-    def __init__(self, partitioner: str, edits: Sequence["object"]):
+    def __init__(self, partitioner: str, edits: Sequence[_NodeEdit]):
         self.edits = list(edits)
         first = self.edits[0]
         listed = "; ".join(str(e) for e in self.edits[:10])

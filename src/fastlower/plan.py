@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import logging
 import warnings
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Callable, List, Optional, Sequence, Tuple, cast
+from dataclasses import dataclass, field, replace
+from typing import Callable, Dict, List, Optional, Sequence, Tuple, cast
 
 import torch
 
@@ -22,7 +22,7 @@ from ._schema import (
     DELEGATES_WHILE_FUSING, OP_PLACEHOLDER, STAGE_FUSE, STAGE_INSERT, STAGE_PROGRAM,
     STOP_CYCLE, STOP_MUTATION_RETURNED, STOP_NO_OUTPUT, STOP_OWNED_UPDATE_READ,
     STOP_SHARED_CONSTANT, STOP_TAGGED_OUTPUT, STOP_TAGGED_USER_INPUT, STOP_VALIDATE,
-    GraphArrays, PartitionPlan, PlanOptions, PlanResult, RuleStop, Simulator,
+    GraphArrays, PartitionPlan, PlannedGraph, PlanOptions, PlanResult, RuleStop,
 )
 from ._twin import plan as twin_plan
 from .encode import EncodedGraph, Interner, TargetKeys, structure_arrays
@@ -56,13 +56,6 @@ def structure_difference(a: torch.fx.GraphModule, b: torch.fx.GraphModule) -> in
     return first_difference(*structure_arrays(a, keys), *structure_arrays(b, keys))
 
 
-if TYPE_CHECKING:  # mypy checks here that the core's stub (_core.pyi) meets the protocol
-    from ._core import FusionSimulator as _CoreSimulator
-
-    def _core_is_a_simulator(sim: _CoreSimulator) -> Simulator:
-        return sim
-
-
 # Where, in the reference's sequence of work on one partition, an error is raised:
 # fusing its nodes; building its program; inserting its delegate (single-program
 # path: right after its own preprocess; multi-method path: after every preprocess).
@@ -91,15 +84,16 @@ class PlanStop:
 
 @dataclass
 class GraphPlan:
-    """The plan of one graph module: its simulator state after all edits.
+    """The plan of one graph module: the planned graph (plain data) after all edits.
 
     After a :class:`PlanStop` (``stop``, on the top-level plan), the tree holds the
     graphs planned up to that point; the stop's graph is planned up to its ``pid``.
     """
 
     encoded: EncodedGraph
-    sim: Simulator
+    graph: PlannedGraph
     options: PlanOptions
+    tag_names: Sequence[str]
     nested: List[Tuple[int, str, "GraphPlan"]] = field(default_factory=list)
     stop: Optional[PlanStop] = None  # the first error meeting the reference's order
     # multi-method path: an owned buffer update read outside its delegate, which the
@@ -108,7 +102,7 @@ class GraphPlan:
 
     @property
     def partitions(self) -> List[PartitionPlan]:
-        return self.sim.partitions
+        return self.graph.partitions
 
     @property
     def is_submodule(self) -> bool:
@@ -165,27 +159,26 @@ def duplication_order(a: GraphArrays, n_tags: int) -> List[List[int]]:
     return order
 
 
-def plan_graph(arrays: GraphArrays, tag_names: Sequence[str], options: PlanOptions,
-               top: Optional[Simulator] = None) -> PlanResult:
+def plan_graph(arrays: GraphArrays, tag_names: Sequence[str], options: PlanOptions) -> PlanResult:
     """The one call into the planning core for one graph (the twin's without a core)."""
     if _core is not None and hasattr(_core, "plan_graph"):
         try:
-            return _core.plan_graph(arrays, list(tag_names), options, top)
+            return PlanResult.from_core(_core.plan_graph(arrays, list(tag_names), options))
         except _core.Unsupported:
             # a graph the core cannot represent exactly (e.g. a name suffix beyond
             # int64): the twin plans it; the two mix.  Malformed arrays are a
             # ValueError / IndexError from both and propagate.
             pass
-    return twin_plan.plan_graph(arrays, tag_names, options, top)
+    return twin_plan.plan_graph(arrays, tag_names, options)
 
 
-def stop_error(stop: RuleStop, enc: EncodedGraph, sim: Simulator,
+def stop_error(stop: RuleStop, enc: EncodedGraph, graph: PlannedGraph,
                tag_names: Sequence[str]) -> errors.FastlowerError:
     """The user's error for a broken rule the core reports as plain data.
 
-    Read right after planning: the simulator is as it was when the rule was met.
+    ``graph`` is as planning left it: as it was when the rule was met.
     """
-    a, names, tag = enc.arrays, sim.names, tag_names[stop.tag]
+    a, names, tag = enc.arrays, graph.names, tag_names[stop.tag]
     nodes, kind = stop.nodes, stop.kind
     if kind == STOP_TAGGED_OUTPUT:
         return errors.TaggedOutputError(names[nodes[0]], tag)
@@ -204,7 +197,7 @@ def stop_error(stop: RuleStop, enc: EncodedGraph, sim: Simulator,
     if kind in (STOP_MUTATION_RETURNED, STOP_OWNED_UPDATE_READ):
         gi = nodes[0]
         targets = cast(Interner, enc.targets)  # encode_graph interns every target
-        target = str(targets.values[sim.out_targets[list(sim.out_args).index(gi)]])
+        target = str(targets.values[graph.out_targets[graph.out_args.index(gi)]])
         if kind == STOP_MUTATION_RETURNED:
             return errors.BufferMutationOutputError(names[gi], tag, target)
         return errors.OwnedBufferUpdateReadError(names[gi], tag, target,
@@ -213,7 +206,7 @@ def stop_error(stop: RuleStop, enc: EncodedGraph, sim: Simulator,
 
 
 def _plan_one(enc: EncodedGraph, tag_names: Sequence[str], options: PlanOptions,
-              top: Optional[Simulator], validate_tagged: Optional[Callable[[], None]],
+              validate_tagged: Optional[Callable[[], None]],
               ) -> Tuple[GraphPlan, Optional[PlanStop], Optional[PlanStop]]:
     """Plan one graph: its plan, its stop and its deferred insertion stop.
 
@@ -221,8 +214,8 @@ def _plan_one(enc: EncodedGraph, tag_names: Sequence[str], options: PlanOptions,
     the first duplication would be (``STOP_VALIDATE``).
     """
     options.validate_at_first_duplication = validate_tagged is not None
-    result = plan_graph(enc.arrays, tag_names, options, top)
-    plan = GraphPlan(enc, result.sim, options)
+    result = plan_graph(enc.arrays, tag_names, options)
+    plan = GraphPlan(enc, result.graph, options, tag_names)
     if validate_tagged is not None and result.stop is not None \
             and result.stop.kind == STOP_VALIDATE:
         # the reference validates the whole tagged program at its first duplication
@@ -231,9 +224,9 @@ def _plan_one(enc: EncodedGraph, tag_names: Sequence[str], options: PlanOptions,
         except Exception as exc:  # the verifier's own error is the error
             return plan, PlanStop(exc, FUSE, plan, 0), None
         options.validate_at_first_duplication = False  # the same program every time
-        result = plan_graph(enc.arrays, tag_names, options, top)
-        plan.sim = result.sim
-    stops = [None if s is None else PlanStop(stop_error(s, enc, result.sim, tag_names),
+        result = plan_graph(enc.arrays, tag_names, options)
+        plan.graph = result.graph
+    stops = [None if s is None else PlanStop(stop_error(s, enc, result.graph, tag_names),
                                              s.stage, plan, s.pid)
              for s in (result.stop, result.insert_stop)]
     return plan, stops[0], stops[1]
@@ -244,21 +237,22 @@ def _plan_tree(enc: EncodedGraph, tag_names: Sequence[str], options: PlanOptions
                ) -> GraphPlan:
     """Plan ``enc``'s graph, then its control-flow bodies (depth first), up to a stop,
     which is recorded on ``root`` (with the first deferred insertion stop)."""
-    plan, stop, insert = _plan_one(enc, tag_names, options,
-                                   None if root is None else root.sim.top, validate_tagged)
+    plan, stop, insert = _plan_one(enc, tag_names, options, validate_tagged)
     root = plan if root is None else root
     if root.after_preprocess is None:
         root.after_preprocess = insert
     if stop is not None:
         root.stop = stop
         return plan
-    for i in plan.sim.order():
+    for i in plan.graph.order:
         if i < len(enc.nodes) and i in enc.nested:
             for attr, sub_enc in enc.nested[i]:
+                # a body's delegates follow the top-level graph's debug handles
                 sub_options = PlanOptions(is_submodule=True,
                                           delegate_insertion=options.delegate_insertion,
                                           no_copy=list(sub_enc.no_copy),
-                                          taken_lowered=list(sub_enc.taken_lowered))
+                                          taken_lowered=list(sub_enc.taken_lowered),
+                                          top_debug_handle=root.graph.max_debug_handle)
                 plan.nested.append((i, attr, _plan_tree(sub_enc, tag_names, sub_options, root,
                                                         None)))
                 if root.stop is not None:
@@ -290,10 +284,47 @@ def iter_partitions(plan: GraphPlan):
 
     Top-level partitions in final graph order of their calls, then nested graphs'.
     """
-    sim = plan.sim
-    pos = {node: p for p, node in enumerate(sim.order())}
-    top = sorted(range(len(sim.partitions)), key=lambda pid: pos[sim.partitions[pid].call_module])
+    graph = plan.graph
+    pos = {node: p for p, node in enumerate(graph.order)}
+    top = sorted(range(len(graph.partitions)),
+                 key=lambda pid: pos[graph.partitions[pid].call_module])
     for pid in top:
         yield plan, pid
     for _, _, sub in plan.nested:
         yield from iter_partitions(sub)
+
+
+def insert_delegates(root: GraphPlan, schedule: Sequence[Tuple[GraphPlan, int]]) -> None:
+    """Insert the delegates of ``root``'s tree (planned ``DELEGATES_AFTER_FUSING``) in the
+    order of ``schedule``, (graph plan, partition id) pairs: each graph is planned again,
+    inserting its delegates in that order after fusing, and its plan takes the result.
+
+    A delegate's debug handle is one more than the top-level graph's largest at that
+    moment, so a body's delegates depend on how many top-level ones came before: the
+    top-level graph is planned first, and each of its delegates' handles is then its
+    largest.
+    """
+    by_graph: Dict[int, Tuple[GraphPlan, List[int]]] = {}
+    for graph, pid in schedule:
+        by_graph.setdefault(id(graph), (graph, []))[1].append(pid)
+    top_handle = root.graph.max_debug_handle  # before any of its delegates
+    if id(root) in by_graph:
+        _plan_again(root, by_graph.pop(id(root))[1], [])
+    top_handles: Dict[int, List[int]] = {}
+    for graph, pid in schedule:
+        if graph is root:
+            top_handle = root.graph.partitions[pid].debug_handle
+        else:
+            top_handles.setdefault(id(graph), []).append(top_handle)
+    for key, (graph, pids) in by_graph.items():
+        _plan_again(graph, pids, top_handles[key])
+
+
+def _plan_again(plan: GraphPlan, order: List[int], top_handles: List[int]) -> None:
+    """Plan ``plan``'s graph again with the delegates of ``order`` inserted after fusing."""
+    options = replace(plan.options, validate_at_first_duplication=False, delegate_order=order,
+                      delegate_top_debug_handles=top_handles)
+    result = plan_graph(plan.encoded.arrays, plan.tag_names, options)
+    if result.stop is not None or result.insert_stop is not None:  # pragma: no cover
+        raise RuntimeError("planning again with the delegates met a rule the first plan did not")
+    plan.graph = result.graph

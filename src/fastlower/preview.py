@@ -6,8 +6,8 @@ tagging. ``preview_export(aten_program, partitioner)`` goes through ExecuTorch's
 ``to_edge_transform_and_lower`` up to its ``to_backend`` call, so the partitioner sees
 exactly the Edge program it would see there, then stops. Both run a partitioner and
 the second drives ExecuTorch, so this module sits above the lowering, beside ``patch``
-and the CLI; the report it makes comes from ``fastlower.report.build_report``. Both are
-also reachable as ``fastlower.report.preview`` / ``fastlower.report.preview_export``.
+and the CLI; the report it makes comes from ``fastlower.report.build_report``
+(``fastlower.report`` does not import this module: it is below the lowering).
 """
 
 from __future__ import annotations

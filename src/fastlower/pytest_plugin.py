@@ -32,9 +32,12 @@ from __future__ import annotations
 
 import copy
 import warnings
-from typing import Any, Callable, Dict, Optional, Union
+from typing import TYPE_CHECKING, Any, Callable, Dict, Optional, Union
 
 import pytest
+
+if TYPE_CHECKING:  # the plugin loads in every pytest run: no torch at import
+    from .report.document import LoweringReport
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -62,7 +65,7 @@ class LowerBenchmark:
     def __init__(self, benchmark: Any, rounds: int) -> None:
         self.benchmark = benchmark
         self.rounds = rounds
-        self.report = None
+        self.report: Optional[LoweringReport] = None
 
     def __call__(self, program: Any, partitioner: Union[Any, Callable[[], Any]], *,
                  check_reference: bool = False, rounds: Optional[int] = None,

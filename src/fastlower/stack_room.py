@@ -46,7 +46,7 @@ _call_with_room = types.FunctionType(_call.__code__.replace(co_stacksize=ROOM_SL
 
 def with_stack_room(fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
     """``fn(*args, **kwargs)``, its frames in a stack chunk of their own (see the module)."""
-    return _call_with_room(fn, args, kwargs)  # type: ignore[no-any-return]
+    return _call_with_room(fn, args, kwargs)
 
 
 def stack_room(fn: Callable[..., T]) -> Callable[..., T]:
@@ -54,6 +54,6 @@ def stack_room(fn: Callable[..., T]) -> Callable[..., T]:
 
     @functools.wraps(fn)
     def roomy(*args: Any, **kwargs: Any) -> T:
-        return _call_with_room(fn, args, kwargs)  # type: ignore[no-any-return]
+        return _call_with_room(fn, args, kwargs)
 
     return roomy

@@ -15,7 +15,8 @@ from pathlib import Path
 import pytest
 from PIL import Image
 
-from fastlower.report import LoweringReport, NodeRecord, PartitionRecord, html, preview
+from fastlower.preview import preview
+from fastlower.report import LoweringReport, NodeRecord, PartitionRecord, html
 
 CHROMIUM = next((shutil.which(n) for n in ("chromium", "chromium-browser", "google-chrome")
                  if shutil.which(n)), None)

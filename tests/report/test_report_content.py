@@ -13,7 +13,8 @@ import torch
 from executorch.exir.lowered_backend_module import get_lowered_submodules
 
 import fastlower
-from fastlower.report import build_report, explorer, html, preview
+from fastlower.preview import preview
+from fastlower.report import build_report, explorer, html
 from fastlower.report import json as report_json
 from fastlower.report import text
 from fastlower.spec import MethodProgramsPartitionerSpec

@@ -97,8 +97,8 @@ def test_two_partitions_programs_and_final_graph():
     add_1 = next(n for n in p1.program.graph.nodes if n.name == "add_1")
     assert add_1.meta["delegation_tag"] == "t1"
 
-    graph = builder.build_graph({builder.sim.partitions[0].get_attr: "lowered_module_0",
-                                 builder.sim.partitions[1].get_attr: "lowered_module_1"})
+    graph = builder.build_graph({builder.graph.partitions[0].get_attr: "lowered_module_0",
+                                 builder.graph.partitions[1].get_attr: "lowered_module_1"})
     delegate = executorch_call_delegate
     assert _nodes(graph) == [
         ("placeholder", "b_k", "b_k", ()), ("placeholder", "x", "x", ()),
@@ -140,7 +140,7 @@ def test_owned_constants_are_arranged_first_and_leave_the_graph():
         (InputKind.BUFFER, "b_k", "k"), (USER_IN, "x", None), (USER_IN, "y", None)]
     assert list(p0.program.state_dict) == ["k"]
     assert p0.program.state_dict["k"] is ep.state_dict["k"]  # the real tensor, not a copy
-    graph = builder.build_graph({builder.sim.partitions[0].get_attr: "lowered_module_0"})
+    graph = builder.build_graph({builder.graph.partitions[0].get_attr: "lowered_module_0"})
     assert [n.name for n in graph.nodes] == ["x", "y", "lowered_module_0",
                                              "executorch_call_delegate", "getitem", "output"]
 
@@ -156,7 +156,7 @@ def test_owned_buffer_update_becomes_a_partition_output():
     assert _specs(sig.input_specs) == [(InputKind.BUFFER, "b_b", "b"), (USER_IN, "x", None)]
     assert _specs(sig.output_specs) == [(OutputKind.BUFFER_MUTATION, "add", "b")]
     assert list(p0.program.state_dict) == ["b"]
-    graph = builder.build_graph({builder.sim.partitions[0].get_attr: "lowered_module_0"})
+    graph = builder.build_graph({builder.graph.partitions[0].get_attr: "lowered_module_0"})
     # the buffer update moved into the delegate: the owning graph returns only mul
     assert _nodes(graph) == [
         ("placeholder", "x", "x", ()),

@@ -22,10 +22,13 @@ from fastlower import plan as fl_plan
 from fastlower._schema import (
     DELEGATES_AFTER_FUSING, DELEGATES_WHILE_FUSING, OUT_BUFFER_MUTATION, OUT_USER,
 )
-from fastlower._twin.fusion import FusionSimulator as TwinSimulator
 from fastlower.encode import Interner, encode_graph
 
 from tests.unit.modules import AddChain
+
+
+# graphs the twin planned in the running test (the impl fixture counts them)
+_twin_plans: list = []
 
 
 @pytest.fixture(params=["core", "twin"])
@@ -35,6 +38,14 @@ def impl(request, monkeypatch):
         monkeypatch.setattr(fl_plan, "_core", None)
     elif fl_plan.backend_module() is None:
         pytest.skip("fastlower._core is not in use (FASTLOWER_FORCE_PYTHON=1 or not built)")
+    twin_plan_graph = fl_plan.twin_plan.plan_graph
+
+    def counting(*args, **kwargs):
+        _twin_plans.append(args[0])
+        return twin_plan_graph(*args, **kwargs)
+
+    _twin_plans.clear()
+    monkeypatch.setattr(fl_plan.twin_plan, "plan_graph", counting)
     return request.param
 
 
@@ -77,12 +88,12 @@ def _chain(tags, tag_names, no_copy=()):
 
 
 def _order(plan):
-    return [plan.sim.names[i] for i in plan.sim.order()]
+    return [plan.graph.names[i] for i in plan.graph.order]
 
 
 def _check_simulator(plan, impl):
-    # the switch took: the twin's simulator only when the twin was asked for
-    assert isinstance(plan.sim, TwinSimulator) == (impl == "twin")
+    # the switch took: the twin planned only when the twin was asked for
+    assert bool(_twin_plans) == (impl == "twin")
 
 
 def test_group_by_tag(impl):
@@ -108,7 +119,7 @@ def test_single_path_fuses_and_delegates_each_tag_in_order(impl):
     assert _order(plan) == ["b_k", "x", "y", "lowered_module_0", "executorch_call_delegate",
                             "getitem", "sub", "lowered_module_1", "executorch_call_delegate_1",
                             "getitem_1", "output"]
-    assert plan.sim.out_args == [13]
+    assert plan.graph.out_args == [13]
 
 
 def test_multi_path_fuses_every_tag_without_delegates(impl):
@@ -121,6 +132,19 @@ def test_multi_path_fuses_every_tag_without_delegates(impl):
     assert _order(plan) == ["b_k", "x", "y", "fused_t0", "getitem", "sub", "fused_t1",
                             "getitem_1", "output"]
     assert list(fl_plan.iter_partitions(plan)) == [(plan, 0), (plan, 1)]
+
+
+def test_multi_path_inserts_the_delegates_in_the_order_given(impl):
+    enc = _chain({"add": "t0", "mul": "t0", "add_1": "t1"}, ["t0", "t1"])
+    plan = fl_plan.plan_program(enc, ["t0", "t1"], DELEGATES_AFTER_FUSING)
+    fl_plan.insert_delegates(plan, [(plan, 1), (plan, 0)])
+    _check_simulator(plan, impl)
+    p0, p1 = plan.partitions
+    assert (p1.lowered_index, p0.lowered_index) == (0, 1)
+    assert (p1.debug_handle, p0.debug_handle) == (1, 2)
+    assert _order(plan) == ["b_k", "x", "y", "lowered_module_1", "executorch_call_delegate_1",
+                            "getitem", "sub", "lowered_module_0", "executorch_call_delegate",
+                            "getitem_1", "output"]
 
 
 def test_empty_tag_is_skipped(impl):
@@ -156,7 +180,7 @@ def test_shared_constant_is_duplicated_per_user(impl):
     # add_1 a copy; each is then tagged with its only user's tag
     enc = _chain({"b_k": "t1", "mul": "t0", "add_1": "t1"}, ["t0", "t1"])
     plan = fl_plan.plan_program(enc, ["t0", "t1"], DELEGATES_WHILE_FUSING)
-    sim = plan.sim
+    sim = plan.graph
     assert plan.stop is None
     assert sim.copies == [8]
     assert sim.copy_target == {8: "b_k_copy_0"}
@@ -179,7 +203,7 @@ def test_no_copy_shared_constant_stops_before_fusion(impl):
     assert str(error) == ("constant data node (b_k) is tagged with (t1) but has user (mul) "
                           "which has tag (t0)")
     assert (plan.stop.stage, plan.stop.pid) == (fl_plan.FUSE, 0)
-    assert plan.partitions == [] and plan.sim.copies == []
+    assert plan.partitions == [] and plan.graph.copies == []
 
 
 def test_validate_tagged_runs_at_the_first_duplication(impl):
@@ -239,7 +263,8 @@ def test_owned_buffer_update_moves_into_the_delegate(impl):
     assert (p.output_kinds, p.output_targets, p.output_order) == ([OUT_BUFFER_MUTATION], [0], [0])
     assert p.deleted_getitems == [7] and p.owns_state
     # the buffer-mutation output is dropped from the owning program
-    assert (plan.sim.out_args, plan.sim.out_specs, plan.sim.out_kinds) == ([4], [1], [OUT_USER])
+    graph = plan.graph
+    assert (graph.out_args, graph.out_specs, graph.out_kinds) == ([4], [1], [OUT_USER])
     assert _order(plan) == ["x", "sin", "lowered_module_0", "executorch_call_delegate", "mul",
                             "output"]
 

@@ -265,7 +265,9 @@ class FusionSimulator(NodeGraph):
                     self._set_inputs(gi, self.inputs[gi])
 
     # -- delegate insertion -----------------------------------------------------
-    def insert_delegate(self, pid: int) -> None:
+    def insert_delegate(self, pid: int, debug_handle: Optional[int] = None) -> None:
+        """Swap partition ``pid``'s call for its delegate's; the delegate's debug handle is
+        ``debug_handle``, else one more than the top-level graph's largest."""
         if not 0 <= pid < len(self.partitions):
             raise IndexError(
                 f"insert_delegate: pid is not a partition id in [0, {len(self.partitions)})")
@@ -286,7 +288,8 @@ class FusionSimulator(NodeGraph):
         self.partition_of[ga] = self.partition_of[cd] = pid
         self.pos[ga] = self.pos[cd] = self.pos[cm]
         plan.get_attr, plan.delegate = ga, cd
-        plan.debug_handle = self.top.max_debug_handle() + 1
+        plan.debug_handle = (self.top.max_debug_handle() + 1 if debug_handle is None
+                             else debug_handle)
         self.dh[cd] = plan.debug_handle
         for u in list(self.users[cm]):
             self._replace_input(u, cm, cd)

@@ -13,6 +13,7 @@ from executorch.exir.delegate import executorch_call_delegate
 
 from .._schema import (
     KIND_CALL_MODULE, KIND_CONSTANT_COPY, KIND_DELEGATE, KIND_GET_ATTR, KIND_GETITEM, OP_OUTPUT,
+    PlannedGraph,
 )
 from ..plan import GraphPlan
 from . import partition as _partition
@@ -26,13 +27,18 @@ class GraphBuilder:
 
     def __init__(self, plan: GraphPlan, tag_names: Sequence[str]) -> None:
         self.plan = plan
-        self.sim = plan.sim
         self.enc = plan.encoded
         self.tag_names = tag_names
         self.n_orig = len(self.enc.nodes)
         self.meta: Dict[int, dict] = {}  # meta of created nodes, as the reference leaves it
         self.delegate_meta: Dict[int, dict] = {}
         self._set_created_meta()
+
+    @property
+    def graph(self) -> PlannedGraph:
+        """The planned graph (the plan's latest: the multi-method path plans it again to
+        insert its delegates)."""
+        return self.plan.graph
 
     def _tag_name(self, t: int) -> Optional[str]:
         return self.tag_names[t] if t >= 0 else None
@@ -42,30 +48,30 @@ class GraphBuilder:
 
     def original_members(self, pid: int) -> List[torch.fx.Node]:
         """The input graph's nodes that partition ``pid`` holds (constant copies excluded)."""
-        return [self.enc.nodes[m] for m in self.sim.partitions[pid].nodes if m < self.n_orig]
+        return [self.enc.nodes[m] for m in self.graph.partitions[pid].nodes if m < self.n_orig]
 
     def has_input_without_value(self, pid: int) -> bool:
         """Does partition ``pid`` read a node that has no ``val`` (a ``get_attr`` of a
         control-flow body, say)? Its program's placeholder then has none either,
         which ExecuTorch's verifier rejects; the input's verifier run did not cover it."""
-        return any("val" not in self.node_meta(x) for x in self.sim.partitions[pid].inputs)
+        return any("val" not in self.node_meta(x) for x in self.graph.partitions[pid].inputs)
 
     def node_type(self, i: int):
         return self.enc.nodes[i].type if i < self.n_orig else None
 
     def _set_created_meta(self) -> None:
-        sim, nodes = self.sim, self.enc.nodes
-        touched = {sim.origin[c] for c in sim.copies}
+        planned, nodes = self.graph, self.enc.nodes
+        touched = {planned.origin[c] for c in planned.copies}
         for c in touched:  # _assign_new_tag re-tags the duplicated constants
-            nodes[c].meta["delegation_tag"] = self._tag_name(sim.tags[c])
-        for i in range(self.n_orig, len(sim.op)):
-            kind = sim.kind[i]
+            nodes[c].meta["delegation_tag"] = self._tag_name(planned.tags[c])
+        for i in range(self.n_orig, len(planned.op)):
+            kind = planned.kind[i]
             if kind == KIND_CONSTANT_COPY:
-                meta = dict(nodes[sim.origin[i]].meta)
-                meta["delegation_tag"] = self._tag_name(sim.tags[i])
+                meta = dict(nodes[planned.origin[i]].meta)
+                meta["delegation_tag"] = self._tag_name(planned.tags[i])
                 self.meta[i] = meta
             elif kind in (KIND_GETITEM, KIND_CALL_MODULE):
-                origin = sim.origin[i]
+                origin = planned.origin[i]
                 meta = dict(self.node_meta(origin)) if origin >= 0 else {}
                 if kind == KIND_GETITEM:
                     for key in _DROPPED_FROM_GETITEMS:
@@ -81,60 +87,65 @@ class GraphBuilder:
         return _partition.build_partition(self, pid, owning, sig, real_state, real_constants)
 
     def set_delegate_meta(self, pid: int) -> None:
-        part = self.sim.partitions[pid]
+        part = self.graph.partitions[pid]
         vals = [self.node_meta(o).get("val") for o in part.outputs]
         self.meta[part.delegate] = {"debug_handle": part.debug_handle, "val": vals}
 
     # -- the final graph ----------------------------------------------------------
     def build_graph(self, lowered_names: Dict[int, str]) -> torch.fx.Graph:
         """Every surviving node in the planned order, with its final args, names and meta."""
-        sim, enc = self.sim, self.enc
+        planned, enc = self.graph, self.enc
         g = torch.fx.Graph()
         g._codegen = enc.graph_module.graph._codegen
         fx: Dict[int, torch.fx.Node] = {}
         # the reference drops the tags of the top-level graph only
         drop_tag = not self.plan.is_submodule
-        for i in sim.order():
-            kind = sim.kind[i]
-            if i < self.n_orig and sim.op[i] == OP_OUTPUT:
+        for i in planned.order:
+            kind = planned.kind[i]
+            if i < self.n_orig and planned.op[i] == OP_OUTPUT:
                 fx[i] = self._output(g, fx)
             elif i < self.n_orig:
                 node = enc.nodes[i]
-                remap = dict(zip(enc.arrays.inputs[i], sim.inputs[i]))
-                new = g.node_copy(node, lambda a, r=remap: fx[r[enc.index[a]]])
+                remap = dict(zip(enc.arrays.inputs[i], planned.inputs[i]))
+
+                def planned_arg(a: torch.fx.Node, r: Dict[int, int] = remap) -> torch.fx.Node:
+                    return fx[r[enc.index[a]]]
+
+                new = g.node_copy(node, planned_arg)
                 if drop_tag:
                     new.meta.pop("delegation_tag", None)
                 fx[i] = new
             elif kind == KIND_CONSTANT_COPY:
-                new = g.create_node("placeholder", sim.copy_target[i], name=sim.names[i])
+                new = g.create_node("placeholder", planned.copy_target[i], name=planned.names[i])
                 new.meta = dict(self.meta[i])
                 if drop_tag:
                     new.meta.pop("delegation_tag", None)
                 fx[i] = new
             elif kind == KIND_GETITEM:
                 new = g.create_node("call_function", operator.getitem,
-                                    (fx[sim.inputs[i][0]], sim.getitem_index[i]), name=sim.names[i])
+                                    (fx[planned.inputs[i][0]], planned.getitem_index[i]),
+                                    name=planned.names[i])
                 new.meta = dict(self.meta[i])
                 if drop_tag:
                     new.meta.pop("delegation_tag", None)
                 fx[i] = new
             elif kind == KIND_GET_ATTR:
-                fx[i] = g.create_node("get_attr", lowered_names[i], name=sim.names[i])
+                fx[i] = g.create_node("get_attr", lowered_names[i], name=planned.names[i])
             elif kind == KIND_DELEGATE:
-                args = tuple(fx[x] for x in sim.inputs[i])
+                args = tuple(fx[x] for x in planned.inputs[i])
                 new = g.create_node("call_function", executorch_call_delegate, args,
-                                    name=sim.names[i])
+                                    name=planned.names[i])
                 new.meta = dict(self.meta[i])
                 fx[i] = new
             else:  # pragma: no cover - a call_module the plan never replaced
-                raise RuntimeError(f"unlowered partition call {sim.names[i]} left in the plan")
+                raise RuntimeError(f"unlowered partition call {planned.names[i]} left in the plan")
         self._order_users(fx)
         self.fx = fx
         return g
 
     def _order_users(self, fx: Dict[int, torch.fx.Node]) -> None:
         """Give every node's ``users`` the order the reference's edits leave them in."""
-        users = self.sim.users
+        users = self.graph.users
         for i, node in fx.items():
             planned = [fx[u] for u in users[i] if u in fx]
             if len(planned) == len(node.users) and list(node.users) != planned:
@@ -142,12 +153,13 @@ class GraphBuilder:
                 node.users.update(dict.fromkeys(planned))
 
     def _output(self, g: torch.fx.Graph, fx: Dict[int, torch.fx.Node]) -> torch.fx.Node:
-        sim, enc = self.sim, self.enc
-        node = enc.nodes[sim.output_node]
+        planned, enc = self.graph, self.enc
+        node = enc.nodes[planned.output_node]
         original = node.args[0]
         seq = original if isinstance(original, (list, tuple)) else (original,)
         values = []
-        for spec_index, target in zip(sim.out_specs, sim.out_args):
+        result: Any  # the original output's shape: a tuple, its own sequence type or one value
+        for spec_index, target in zip(planned.out_specs, planned.out_args):
             old = seq[spec_index]
             values.append(fx[target] if isinstance(old, torch.fx.Node) else old)
         if len(values) != len(seq):
@@ -156,7 +168,7 @@ class GraphBuilder:
             result = type(original)(values)
         else:
             result = values[0]
-        new = g.create_node("output", "output", (result,), name=sim.names[sim.output_node],
+        new = g.create_node("output", "output", (result,), name=planned.names[planned.output_node],
                             type_expr=node.type)
         new.meta = copy.copy(node.meta)
         if not self.plan.is_submodule:  # the reference drops every top-level tag

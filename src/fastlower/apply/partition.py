@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import copy
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Dict, List, Optional
+from typing import TYPE_CHECKING, Any, Dict, List, Optional, cast
 
 import torch
 import torch.utils._pytree as pytree
@@ -22,6 +22,7 @@ from torch.fx.graph_module import _get_attr
 from torch.fx.passes.utils import lift_subgraph_as_module
 
 from .._schema import OUT_BUFFER_MUTATION, PartitionPlan
+from ..encode import Interner
 from ..programs import unvalidated_program
 
 if TYPE_CHECKING:
@@ -59,8 +60,8 @@ def build_partition(builder: GraphBuilder, pid: int, owning: ExportedProgram,
                     real_constants: Dict[str, Any]) -> Partition:
     """The reference's fused submodule and ExportedProgram for partition ``pid`` of
     ``builder``'s graph."""
-    sim, enc, n_orig = builder.sim, builder.enc, builder.n_orig
-    part: PartitionPlan = sim.partitions[pid]
+    planned, enc, n_orig = builder.graph, builder.enc, builder.n_orig
+    part: PartitionPlan = planned.partitions[pid]
     tag = builder.tag_names[part.tag]
     inside = set(part.nodes)
 
@@ -70,8 +71,8 @@ def build_partition(builder: GraphBuilder, pid: int, owning: ExportedProgram,
     for m in part.nodes:
         node = enc.nodes[m] if m < n_orig else None
         if node is None or node.op == "placeholder":
-            target = node.target if node is not None else sim.copy_target[m]
-            ph = g.create_node("placeholder", target, name=sim.names[m],
+            target = node.target if node is not None else planned.copy_target[m]
+            ph = g.create_node("placeholder", target, name=planned.names[m],
                                type_expr=node.type if node is not None else None)
             ph.meta = copy.copy(builder.node_meta(m))
             env[m] = ph
@@ -79,20 +80,25 @@ def build_partition(builder: GraphBuilder, pid: int, owning: ExportedProgram,
         now = part.member_inputs[m]
         for x in now:
             if x not in inside and x not in env:
-                ph = g.placeholder(sim.names[x], type_expr=builder.node_type(x))
+                ph = g.placeholder(planned.names[x], type_expr=builder.node_type(x))
                 ph.meta = copy.copy(builder.node_meta(x))
                 env[x] = ph
         remap = dict(zip(enc.arrays.inputs[m], now))
-        env[m] = g.node_copy(node, lambda a, r=remap: env[r[enc.index[a]]])
+
+        def member_arg(a: torch.fx.Node, r: Dict[int, int] = remap) -> torch.fx.Node:
+            return env[r[enc.index[a]]]
+
+        env[m] = g.node_copy(node, member_arg)
     outs = [env[o] for o in part.outputs]
     out_node = g.output(outs[0] if len(outs) == 1 else tuple(outs))
     _fixup_output_node(g, out_node)
     # the single-program path (delegates inserted while fusing) keeps the owning
     # graph's output meta in the partition program
-    if builder.plan.delegates_while_fusing and sim.output_node >= 0:
-        out_node.meta = enc.nodes[sim.output_node].meta
+    if builder.plan.delegates_while_fusing and planned.output_node >= 0:
+        out_node.meta = enc.nodes[planned.output_node].meta
     arranged = _arrange_placeholders(g, tag, sig)
     is_submodule = builder.plan.is_submodule
+    root: Any  # the program's module: the fused module, or the attributes it reads
     if is_submodule:
         # the reference leaves this fused module on the control-flow body
         submodule, _ = lift_subgraph_as_module(enc.graph_module, arranged, comp_name="",
@@ -107,7 +113,7 @@ def build_partition(builder: GraphBuilder, pid: int, owning: ExportedProgram,
 
     signature, state, consts_out = _partition_signature(
         part, tag, arranged, {} if is_submodule else sig.input_by_name,
-        enc.targets.values, real_state, real_constants)
+        cast(Interner, enc.targets).values, real_state, real_constants)  # every target interned
     in_spec = pytree.tree_flatten((tuple(signature.user_inputs), {}))[1]
     out_spec = pytree.tree_flatten(signature.user_outputs)[1]
     program = unvalidated_program(
@@ -199,6 +205,8 @@ def _fixup_output_node(g: torch.fx.Graph, out_node: torch.fx.Node) -> None:
         if isinstance(outputs, torch.fx.Node):
             val = outputs.meta.get("val")
             if isinstance(val, list):
-                outputs = [torch.fx.Proxy(outputs)[i].node for i in range(len(val))]
+                # Proxy's item access is generated at run time, unknown to its stubs
+                proxy: Any = torch.fx.Proxy(outputs)
+                outputs = [proxy[i].node for i in range(len(val))]
         returns, _ = pytree.tree_flatten(outputs)
         out_node.args = (returns,)

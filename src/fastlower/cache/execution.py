@@ -64,7 +64,7 @@ class LazyExecutionPrograms(Mapping[str, ExportedProgram]):
             if self._programs is None:
                 self._programs = self._make()
                 # what they were made from is no longer needed
-                self._edge = self._config = None  # type: ignore[assignment]
+                self._edge = self._config = None
             return self._programs
 
     def _make(self) -> Dict[str, ExportedProgram]:

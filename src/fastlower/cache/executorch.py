@@ -189,7 +189,7 @@ def _manager(edge: EdgeProgramManager, config: Optional[ExecutorchBackendConfig]
     )
 
     manager = ExecutorchProgramManager.__new__(ExecutorchProgramManager)
-    manager._execution_programs = LazyExecutionPrograms(  # type: ignore[assignment]
+    manager._execution_programs = LazyExecutionPrograms(
         edge, config, key, payload["pte"], executorch_key, reference())
     config = config or ExecutorchBackendConfig()
     manager._config_methods = edge._config_methods

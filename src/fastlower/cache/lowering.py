@@ -263,7 +263,7 @@ def _lower(programs: Any, args: Dict[str, Any]) -> EdgeProgramManager:
                        "_gen_edge_manager_for_partitioners": gen_edge_manager_for_partitioners}), \
             phases.edge_stage("to_edge_transform_and_lower"), shared_history():
         # the edge stage (fastlower.edge), then fastlower's to_backend, with room on the stack
-        return with_stack_room(reference(), programs, **args)  # type: ignore[no-any-return]
+        return with_stack_room(reference(), programs, **args)
 
 
 def _lower_recording(programs: Any, args: Dict[str, Any]):

@@ -58,8 +58,8 @@ def build_parser() -> argparse.ArgumentParser:
     _output_options(parser, defaults=True)
     common = argparse.ArgumentParser(add_help=False)
     _output_options(common, defaults=False)
-    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND",
-                                parser_class=_with_parents(common))
+    sub: "argparse._SubParsersAction[argparse.ArgumentParser]" = parser.add_subparsers(
+        dest="command", required=True, metavar="COMMAND", parser_class=_with_parents(common))
 
     def preprocessing(p: argparse.ArgumentParser) -> None:
         p.add_argument("--workers", type=int, metavar="N",

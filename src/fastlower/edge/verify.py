@@ -102,6 +102,6 @@ def first_difference(expected: Any, got: Any) -> Optional[str]:
     for what in ("_core_aten_ops_exception_list", "preserve_ops"):
         a = getattr(expected.compile_config, what, None)
         b = getattr(got.compile_config, what, None)
-        if (a is None) != (b is None) or (a is not None and set(a) != set(b)):
+        if (a is None) != (b is None) or (a is not None and b is not None and set(a) != set(b)):
             return f"in the compile config's {what}"
     return None

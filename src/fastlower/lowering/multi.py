@@ -9,7 +9,7 @@ it preprocesses every method's partitions of that backend together
 
 from __future__ import annotations
 
-from typing import Dict, List, Mapping, Optional, Tuple
+from typing import Dict, List, Mapping, Optional, Tuple, cast
 
 from executorch.exir.backend.partitioner import Partitioner
 from torch.export import ExportedProgram
@@ -18,7 +18,7 @@ from .. import errors
 from ..apply import GraphBuilder, Partition
 from ..backends import copy_for_backend, find_backend, make_lowered_module
 from .._schema import DELEGATES_AFTER_FUSING
-from ..plan import iter_partitions
+from ..plan import GraphPlan, insert_delegates, iter_partitions
 from ..preprocess.jobs import PreprocessJob, overrides_preprocess_multimethod
 from ..preprocess.run import preprocess_partitions
 from ..report.collect import finish_report
@@ -53,8 +53,8 @@ class _DefaultPreprocessBatch:
         with self.report.external_time("backend"):
             results = preprocess_partitions(self.jobs, self.report)
         for job, result in zip(self.jobs, results):
-            job.partition.lowered = make_lowered_module(job.program, job.backend_id, result,
-                                                        job.compile_specs)
+            cast(Partition, job.partition).lowered = make_lowered_module(
+                job.program, job.backend_id, result, job.compile_specs)
         self.jobs = []
 
     def close(self) -> None:
@@ -75,7 +75,7 @@ class MultiMethodLowering(LoweringPath):
         if builder.plan.is_submodule:
             for part in parts:
                 add_fused_module(builder, part)
-        for part in sorted(parts, key=lambda p: builder.sim.partitions[p.pid].lowered_index):
+        for part in sorted(parts, key=lambda p: builder.graph.partitions[p.pid].lowered_index):
             add_lowered_module(builder, part)
 
     # -- the four phases after every method is built --------------------------------
@@ -101,11 +101,11 @@ class MultiMethodLowering(LoweringPath):
         delegate, after its backend's preprocess and before the next backend's."""
         for lowering in lowerings:
             part = lowering.order.insert_stop_partition(lowering.partitions)
-            if part is not None:
+            stop = lowering.order.insert_stop
+            if part is not None and stop is not None:  # a partition only when there is a stop
                 backends = list(by_backend)
                 last = backends.index(lowering.backend_id(part))
-                return lowering.order.insert_stop.error, \
-                    {b: by_backend[b] for b in backends[:last + 1]}
+                return stop.error, {b: by_backend[b] for b in backends[:last + 1]}
         return None, by_backend
 
     def preprocess(self, lowerings: List[MethodLowering], by_backend: ByBackend) -> None:
@@ -142,12 +142,16 @@ class MultiMethodLowering(LoweringPath):
                 part.lowered = make_lowered_module(part.program, backend_id, result, compile_specs)
 
     @staticmethod
-    def insert_delegates(by_backend: ByBackend) -> None:
-        """Insert every delegate, backend by backend, into the planned graphs."""
+    def insert_delegates(lowerings: List[MethodLowering], by_backend: ByBackend) -> None:
+        """Insert every delegate into the planned graphs: each method's in the reference's
+        order (backend by backend, each backend's partitions in graph order)."""
+        schedules: Dict[str, List[Tuple[GraphPlan, int]]] = {}
         for per_method in by_backend.values():
-            for parts in per_method.values():
-                for part in parts:
-                    part.builder.sim.insert_delegate(part.pid)
+            for method, parts in per_method.items():
+                schedules.setdefault(method, []).extend(
+                    (part.builder.plan, part.pid) for part in parts)
+        for lowering in lowerings:
+            insert_delegates(lowering.plan, schedules.get(lowering.name, []))
 
     def run(self, programs: Mapping[str, ExportedProgram],
             partitioners: Mapping[str, Partitioner]) -> Dict[str, ExportedProgram]:
@@ -170,7 +174,7 @@ class MultiMethodLowering(LoweringPath):
         self.preprocess(lowerings, by_backend)
         if insert_error is not None:
             raise insert_error
-        self.insert_delegates(by_backend)
+        self.insert_delegates(lowerings, by_backend)
         self.report.mark("preprocess")
         done = {lowering.name: self.finish(lowering) for lowering in lowerings}
         result = {name: done.get(name, programs[name]) for name in programs}

@@ -56,7 +56,7 @@ class ErrorOrder:
         """How many of ``builder``'s partitions the reference builds before the stop."""
         stop = self.stop
         if stop is None or stop.graph is not builder.plan:
-            return len(builder.sim.partitions)
+            return len(builder.graph.partitions)
         # a delegate's insertion comes after its program is built (and preprocessed)
         return stop.pid + 1 if stop.stage == INSERT else stop.pid
 

@@ -10,7 +10,7 @@ the first error the reference would meet, preprocesses them together
 
 from __future__ import annotations
 
-from typing import List
+from typing import List, cast
 
 from executorch.exir.backend.partitioner import Partitioner
 from torch.export import ExportedProgram
@@ -46,7 +46,7 @@ class SingleProgramLowering(LoweringPath):
         """Every built partition through its backend's ``preprocess`` (parallel or cached),
         then the method's pending error: of the partitions before the stop, an earlier
         one's preprocess error comes first (``preprocess_partitions`` raises it)."""
-        jobs = []
+        jobs: List[PreprocessJob] = []
         for part in lowering.partitions:
             spec = lowering.result.partition_tags[part.tag]
             try:
@@ -61,8 +61,8 @@ class SingleProgramLowering(LoweringPath):
             results = preprocess_partitions(jobs, self.report)
         lowering.order.raise_pending()
         for job, result in zip(jobs, results):
-            job.partition.lowered = make_lowered_module(job.program, job.backend_id, result,
-                                                        job.compile_specs)
+            cast(Partition, job.partition).lowered = make_lowered_module(
+                job.program, job.backend_id, result, job.compile_specs)
 
     def run(self, program: ExportedProgram, partitioner: Partitioner) -> ExportedProgram:
         """Validate, partition and plan, build, preprocess, then the lowered program."""

@@ -230,8 +230,8 @@ class LoweringPath:
             parts = [p for p in lowering.partitions if p.builder is builder]  # fusion order
             self.attach_modules(builder, parts)
             graph = builder.build_graph({
-                p.builder.sim.partitions[p.pid].get_attr:
-                    f"lowered_module_{p.builder.sim.partitions[p.pid].lowered_index}"
+                p.builder.graph.partitions[p.pid].get_attr:
+                    f"lowered_module_{p.builder.graph.partitions[p.pid].lowered_index}"
                 for p in parts})
             if builder.plan.is_submodule:
                 # the reference edits control-flow bodies in place: same module object,
@@ -242,7 +242,7 @@ class LoweringPath:
         top = lowering.builders[0]
         tagged = lowering.tagged
         signature, state_dict, constants = final_signature(
-            top.sim, tagged, lowering.original, lowering.input_specs)
+            top.graph, tagged, lowering.original, lowering.input_specs)
         return ExportedProgram(
             root=top.enc.graph_module, graph=top_graph, graph_signature=signature,
             state_dict=state_dict, range_constraints=copy.deepcopy(tagged.range_constraints),
@@ -264,7 +264,7 @@ def method_record(lowering: MethodLowering, report: LoweringReport) -> MethodRec
 
 def add_lowered_module(builder: GraphBuilder, part: Partition) -> None:
     """Add ``part``'s lowered module under the name its ``get_attr`` reads."""
-    index = builder.sim.partitions[part.pid].lowered_index
+    index = builder.graph.partitions[part.pid].lowered_index
     builder.enc.graph_module.add_module(f"lowered_module_{index}", part.lowered)
 
 

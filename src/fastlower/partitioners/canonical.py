@@ -24,7 +24,7 @@ _REFERENCE_VIEWERS = (native._capability_module._DependencyViewer,
 
 
 def _lazy_viewer(reference_class: type) -> type:
-    class LazyDependencyViewer(reference_class):  # type: ignore[valid-type, misc]
+    class LazyDependencyViewer(reference_class):
         """The reference's ``_DependencyViewer``, computed on first use when built inside
         ``accelerated()`` (the native partitioners never read it)."""
 
@@ -32,7 +32,7 @@ def _lazy_viewer(reference_class: type) -> type:
             if is_active():
                 self._graph_module = graph_module
             else:
-                reference_class.__init__(self, graph_module)
+                super().__init__(graph_module)
 
         def __getattr__(self, name: str):
             # only reached for attributes not set yet: downstreams / upstreams of a lazy viewer
@@ -40,7 +40,7 @@ def _lazy_viewer(reference_class: type) -> type:
             if graph_module is None or name.startswith("__"):
                 raise AttributeError(name)
             del self.__dict__["_graph_module"]
-            reference_class.__init__(self, graph_module)
+            super().__init__(graph_module)
             return getattr(self, name)
 
     LazyDependencyViewer.__name__ = LazyDependencyViewer.__qualname__ = reference_class.__name__

@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable, Dict, List, Optional, Sequence
+from typing import Callable, Dict, Iterable, List, Optional, Sequence
 
 from torch.fx.node import Node, _get_qualified_name
 
@@ -44,7 +44,7 @@ def _qualified_name(node: Node) -> Optional[str]:
         raise NotEncodable(f"node {node.name}: no qualified name ({exc})") from exc
 
 
-def encode_graph(nodes: Sequence[Node], is_supported: Callable[[Node], bool],
+def encode_graph(nodes: Iterable[Node], is_supported: Callable[[Node], bool],
                  allows_single_node_partition: bool, non_compute_ops: Sequence[str],
                  allowed_single_node_partition_ops: Sequence[str]) -> EncodedGraph:
     """Encode ``nodes`` (a graph's node list, in order); ``is_supported`` is asked once per
@@ -52,7 +52,10 @@ def encode_graph(nodes: Sequence[Node], is_supported: Callable[[Node], bool],
     nodes = list(nodes)
     index = {node: i for i, node in enumerate(nodes)}
     n = len(nodes)
-    users_offsets, users, inputs_offsets, inputs = [0], [], [0], []
+    users_offsets: List[int] = [0]
+    users: List[int] = []
+    inputs_offsets: List[int] = [0]
+    inputs: List[int] = []
     names = [_qualified_name(node) for node in nodes]
     for node in nodes:
         for collection, out, offsets in ((node.users, users, users_offsets),

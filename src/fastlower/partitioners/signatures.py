@@ -76,10 +76,14 @@ def _counting_setattr(original: Any) -> Callable[[Any, str, Any], None]:
     return __setattr__
 
 
+def _cached(name: str) -> Callable[[property], property]:
+    """The patch of property ``name``: the reference's, cached."""
+    return lambda original: _cached_property(name, original)
+
+
 _MODULE = "torch.export.graph_signature"
 for _name in PROPERTIES:
-    register(Patch(_MODULE, "ExportGraphSignature", _name,
-                   lambda original, _name=_name: _cached_property(_name, original),
+    register(Patch(_MODULE, "ExportGraphSignature", _name, _cached(_name),
                    "built once per signature inside accelerated() (reused while unchanged)"))
 for _cls in ("InputSpec", "TensorArgument", "CustomObjArgument"):
     register(Patch(_MODULE, _cls, "__setattr__", _counting_setattr,

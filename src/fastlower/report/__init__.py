@@ -9,10 +9,10 @@ Finding a report (see ``registry``):
   ``(result, report)`` out;
 * ``fastlower.report.collecting()``: a block that gathers every report finished
   inside it, in order (the "a lowering finished" hook);
-* ``build_report(partition_result)`` (``collect``) / ``preview(program, partitioner)``:
-  the same report from the partitioner's tagging alone, no backend run. ``preview``
-  and ``preview_export`` run a partitioner (and ExecuTorch), so they live one layer
-  up, in ``fastlower.preview``; they are reachable here too.
+* ``build_report(partition_result)`` (``collect``) / ``fastlower.preview.preview(program,
+  partitioner)``: the same report from the partitioner's tagging alone, no backend run.
+  ``preview`` and ``preview_export`` run a partitioner (and the lowering), so they live
+  one layer up, in ``fastlower.preview``, and this package does not import them.
 
 Layers, one way: ``fastlower.records`` (what a lowering hands over) <- ``model``
 (plain data) <- ``json``, ``text`` <- ``document`` (``LoweringReport``: the data and
@@ -25,8 +25,6 @@ Reading one: ``LoweringReport`` (``document``; its data is ``model``) fields and
 (Model Explorer node-data overlay).
 """
 
-from typing import Any
-
 from .collect import build_report
 from .document import LoweringReport
 from .model import Coverage, NodeRecord, OperatorRecord, PartitionRecord, UndelegatedNode
@@ -34,16 +32,6 @@ from .registry import collecting, last_report, report_for
 
 __all__ = [
     "LoweringReport", "Coverage", "NodeRecord", "OperatorRecord", "PartitionRecord",
-    "UndelegatedNode", "last_report", "report_for", "collecting", "build_report", "preview",
-    "preview_export",
+    "UndelegatedNode", "last_report", "report_for", "collecting", "build_report",
 ]
 
-
-def __getattr__(name: str) -> Any:
-    # ``preview``/``preview_export`` live in ``fastlower.preview`` (above the lowering,
-    # which this package is below); imported on first use so this package stays below it
-    if name in ("preview", "preview_export"):
-        from .. import preview as previews
-
-        return getattr(previews, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -10,7 +10,7 @@ never the lowering's own objects.
 
 from __future__ import annotations
 
-from typing import Any, Callable, Dict, Mapping, Optional, Sequence, Tuple, TypeVar
+from typing import Any, Callable, Dict, Mapping, Optional, Sequence, Tuple, TypeVar, cast
 
 import torch
 
@@ -29,7 +29,7 @@ def view_of_module(gm: torch.fx.GraphModule, path: str = TOP) -> GraphRecord:
     for node in view.nodes:
         if node.op == "call_function" and node.target in _CONTROL_FLOW_ARGS:
             view.bodies[node] = [
-                view_of_module(gm.get_submodule(node.args[i].target),
+                view_of_module(cast(torch.fx.GraphModule, gm.get_submodule(node.args[i].target)),
                                join_path(path, node.args[i].target))
                 for i in _CONTROL_FLOW_ARGS[node.target]]
     return view
@@ -180,8 +180,8 @@ def from_lowerings(report: ReportData, methods: Sequence[MethodRecord]) -> None:
 _Lowering = TypeVar("_Lowering")
 
 
-def finish_report(report: ReportData, program: Any, lowerings: Sequence[_Lowering],
-                  record_of: Callable[[_Lowering, ReportData], MethodRecord]) -> None:
+def finish_report(report: LoweringReport, program: Any, lowerings: Sequence[_Lowering],
+                  record_of: Callable[[_Lowering, LoweringReport], MethodRecord]) -> None:
     """Close the timing, collect the records of ``lowerings`` and publish the report.
 
     ``record_of(lowering, report)`` turns each lowering into its neutral

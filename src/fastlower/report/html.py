@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import colorsys
 import os
-from typing import Dict, List, Optional
+from typing import Dict, List, Optional, TypedDict, cast
 
 import jinja2
 
@@ -42,7 +42,15 @@ def _shade(color: str, offset: float) -> str:
     return "#" + "".join(f"{round(v * 255):02x}" for v in (r, g, b))
 
 
-def colors(report: ReportData) -> Dict[str, object]:
+class Palette(TypedDict):
+    """Colors by backend id, by partition key, and of an undelegated node."""
+
+    backend: Dict[str, str]
+    partition: Dict[str, str]
+    undelegated: str
+
+
+def colors(report: ReportData) -> Palette:
     """Colors of the backends, of each partition (by key) and of undelegated nodes."""
     backend: Dict[str, str] = {}
     partition: Dict[str, str] = {}
@@ -52,13 +60,14 @@ def colors(report: ReportData) -> Dict[str, object]:
             backend[part.backend] = BACKEND_COLORS[len(backend) % len(BACKEND_COLORS)]
     # shade by order of appearance in the graph so neighbours differ
     for node in report.nodes:
-        if node.partition is None:
-            continue
         key = _key(node)
+        if key is None:  # not delegated
+            continue
         if key not in partition:
-            k = seen.get(node.backend, 0)
-            seen[node.backend] = k + 1
-            partition[key] = _shade(backend[node.backend], SHADES[k % len(SHADES)])
+            node_backend = cast(str, node.backend)  # a delegated node has its partition's
+            k = seen.get(node_backend, 0)
+            seen[node_backend] = k + 1
+            partition[key] = _shade(backend[node_backend], SHADES[k % len(SHADES)])
     return {"backend": backend, "partition": partition, "undelegated": UNDELEGATED_COLOR}
 
 
@@ -69,9 +78,11 @@ def _key(node: NodeRecord) -> Optional[str]:
     return partition_key(node.method, node.graph, node.partition)
 
 
-def _cells(report: ReportData, palette: Dict[str, object]) -> Dict[str, List]:
+def _cells(report: ReportData, palette: Palette) -> Dict[str, List]:
     nodes = [[n.name, n.op, n.shape, n.method, n.graph, _key(n), n.backend] for n in report.nodes]
-    cell_colors = [palette["partition"].get(_key(n), palette["undelegated"]) for n in report.nodes]
+    keys = [_key(n) for n in report.nodes]
+    cell_colors = [palette["undelegated"] if key is None
+                   else palette["partition"].get(key, palette["undelegated"]) for key in keys]
     return {"nodes": nodes, "colors": cell_colors}
 
 

@@ -63,12 +63,12 @@ def summary(report: ReportData, max_rows: int = MAX_ROWS) -> str:
         lines += _more(shown, len(parts), "partitions")
     left = [o for o in report.operators if o.not_delegated]
     if left:
-        shown = sorted(left, key=lambda o: -o.not_delegated)[:max_rows]
+        shown_ops = sorted(left, key=lambda o: -o.not_delegated)[:max_rows]
         lines.append("")
-        lines.append(tabulate([[o.op, o.not_delegated, o.delegated] for o in shown],
+        lines.append(tabulate([[o.op, o.not_delegated, o.delegated] for o in shown_ops],
                               headers=["not delegated: operator", "nodes left out", "delegated"],
                               tablefmt="simple"))
-        lines += _more(shown, len(left), "operators")
+        lines += _more(shown_ops, len(left), "operators")
     if report.phases:
         trows = [[name, f"{sec:.3f}"] for name, sec in report.phases.items()]
         trows += [[f"  in {name}", f"{sec:.3f}"] for name, sec in report.external.items()]
