@@ -12,6 +12,7 @@ prints the best wall time of each.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import random
 import sys
@@ -25,7 +26,7 @@ from fastlower._schema import (  # noqa: E402
 )
 from fastlower.encode import EncodedGraph, Interner  # noqa: E402
 from fastlower._twin.fusion import FusionSimulator  # noqa: E402
-from tests.test_core_twin import DriveConfig, drive, make_graph, make_tag_names, snapshot  # noqa: E402
+from tests.test_core_twin import DriveConfig, drive, make_graph, make_tag_names  # noqa: E402
 
 
 def drop_invalid_tags(case) -> None:
@@ -50,8 +51,7 @@ def plan_once(core, case, single: bool):
             enc, case.tag_names, DELEGATES_WHILE_FUSING if single else DELEGATES_AFTER_FUSING)
         assert plan.stop is None and plan.after_preprocess is None
         if not single:
-            for g, pid in fl_plan.iter_partitions(plan):
-                g.sim.insert_delegate(pid)
+            fl_plan.insert_delegates(plan, list(fl_plan.iter_partitions(plan)))
         return time.perf_counter() - t0, plan
     finally:
         fl_plan._core = saved
@@ -85,9 +85,9 @@ def main() -> None:
                 dt, plans[label] = plan_once(impl, case, single)
                 best = min(best, dt)
             times[label] = best
-        a, b = snapshot(plans["twin"].sim), snapshot(plans["c++"].sim)
+        a, b = (dataclasses.asdict(plans[label].graph) for label in ("twin", "c++"))
         assert a == b, "twin and C++ plans differ"
-        n_parts = len(plans["twin"].sim.partitions)
+        n_parts = len(plans["twin"].graph.partitions)
         print(f"{'single' if single else 'multi '}: {args.nodes} nodes, {n_parts} partitions: "
               f"twin {times['twin'] * 1e3:.1f} ms, c++ {times['c++'] * 1e3:.1f} ms, "
               f"speed-up x{times['twin'] / times['c++']:.1f}")

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import struct
 from dataclasses import dataclass
-from typing import List, Optional, Tuple
+from typing import Any, List, Optional, Tuple
 
 import torch
 import xxhash
@@ -74,8 +74,8 @@ def learn(shape: PartitionShape, result: PreprocessResult) -> Template:
     explained, why = constant_bytes.explain(keys, shape.constants)
     if explained is None:
         raise NotDerivable(why)
-    entries = tuple(Entry(constant_bytes.split_key(key)[0], position, step,
-                          entries_out[key].alignment, entries_out[key].tensor_layout)
+    entries = tuple(Entry(_prefix(key), position, step, entries_out[key].alignment,
+                          entries_out[key].tensor_layout)
                     for key, (position, step) in zip(keys, explained))
     blob = bytes(result.processed_bytes)
     try:
@@ -150,7 +150,14 @@ def to_plain(template: Template) -> tuple:
             template.handle_slots, template.unread, template.handle_map is None)
 
 
-def from_plain(value: object) -> Template:
+def _prefix(key: str) -> str:
+    parts = constant_bytes.split_key(key)
+    if parts is None:  # explain() accepted only keys named the XNNPACK way
+        raise NotDerivable(f"named key {key[:24]!r} is not a sha256 name")
+    return parts[0]
+
+
+def from_plain(value: Any) -> Template:
     """A template from :func:`to_plain`'s data; :class:`NotDerivable` if malformed."""
     try:
         key, blob, entries, buffers, key_slots, handle_slots, unread, map_none = value
