@@ -56,7 +56,7 @@ from concurrent.futures import (
 )
 from concurrent.futures.process import BrokenProcessPool
 from contextlib import ExitStack, contextmanager
-from typing import Callable, Dict, Iterator, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple
 
 from executorch.exir.backend.backend_details import PreprocessResult
 
@@ -161,7 +161,7 @@ def _kill(processes) -> None:
 
 
 def _died(jobs: Sequence[PreprocessJob], started, finished: set,
-          processes: Dict[int, object]) -> WorkerDiedError:
+          processes: Dict[int, Any]) -> WorkerDiedError:
     """Which partitions were running in a worker that died, and how it died."""
     for proc in processes.values():
         proc.join(timeout=10)

@@ -54,7 +54,7 @@ import importlib.metadata
 import re
 import sys
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Optional, Tuple, cast
 
 import torch
 import xxhash
@@ -209,7 +209,7 @@ class Canonical:
             elif key not in _SKIPPED_META:
                 self.write(f"meta:{key}={self.meta_value(node.meta[key])}")
         if node.op == "get_attr":
-            self.attribute(gm, node.target)
+            self.attribute(gm, cast(str, node.target))
 
     def node_extra(self, node: torch.fx.Node) -> None:
         """Lines a subclass writes after a node's first line (none in this key)."""

@@ -30,7 +30,7 @@ def _bar_class() -> Any:
 
 
 @contextmanager
-def partition_bar(total: int, enabled: bool) -> Iterator[object]:
+def partition_bar(total: int, enabled: bool) -> Iterator[Any]:
     """A tqdm bar counting preprocessed partitions, or a no-op bar when not ``enabled``."""
     if not enabled or total <= 1:
         yield _NoBar()

@@ -25,7 +25,8 @@ import logging
 import threading
 import time
 import warnings
-from typing import Callable, Dict, List, Optional, Sequence, Set
+from concurrent.futures import Executor
+from typing import Callable, Dict, List, Optional, Sequence, Set, cast
 
 from executorch.exir.backend.backend_details import PreprocessResult
 
@@ -125,8 +126,8 @@ def _run_jobs(jobs: Sequence[PreprocessJob], opts: ResolvedOptions,
         elif runner == "spawn":
             # spawned workers inherit nothing: priming here would not help them
             run_spawn_pool(parallel, opts.workers, done, failure)
-        elif runner == "executor":
-            run_on_executor(parallel, opts.executor, done, failure)
+        elif runner == "executor":  # chosen only when an executor was given
+            run_on_executor(parallel, cast(Executor, opts.executor), done, failure)
         else:
             run_serial(parallel, done, failure)
     except Exception as exc:

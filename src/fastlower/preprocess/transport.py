@@ -23,7 +23,7 @@ from __future__ import annotations
 import importlib
 import pickle
 from dataclasses import dataclass, field
-from typing import Dict, List, Tuple, Type
+from typing import Any, Dict, List, Tuple, Type, cast
 
 from executorch.exir.backend.backend_details import BackendDetails, PreprocessResult
 from executorch.exir.backend.compile_spec_schema import CompileSpec
@@ -80,7 +80,8 @@ def _pickled_arguments(program) -> Dict[str, bytes]:
     for node in program.graph.nodes:
         if node.op != "call_function":
             continue
-        as_refs = torch.fx.node.map_arg((node.args, node.kwargs), lambda n: _NodeRef(n.name))
+        as_refs = torch.fx.node.map_arg((node.args, node.kwargs),
+                                        lambda n: cast(Any, _NodeRef(n.name)))
         try:
             found[node.name] = pickle.dumps(as_refs, protocol=pickle.HIGHEST_PROTOCOL)
         except Exception:  # keep the serializer's arguments for this node
@@ -135,7 +136,7 @@ def to_wire(job: PreprocessJob) -> WireJob:
 
 
 def _import_backend(module: str, qualname: str) -> Type[BackendDetails]:
-    obj = importlib.import_module(module)
+    obj: Any = importlib.import_module(module)
     for part in qualname.split("."):
         obj = getattr(obj, part)
     return obj
