@@ -22,6 +22,7 @@ def node():
 
 @pytest.fixture(autouse=True)
 def torch_init_after():
+    node_history.uninstall()  # a lowering earlier in this process bound the patch
     original = NodeSource.__dict__["__init__"]
     yield
     node_history.uninstall()
@@ -89,3 +90,16 @@ def test_nodes_without_history_and_keyword_calls(node):
         keyword = NodeSource(node, pass_name="p", action=[NodeSourceAction.CREATE])
     assert plain.from_node == [] and plain.node_info is None
     assert keyword.action == [NodeSourceAction.CREATE] and keyword.name == node.name
+
+
+def test_a_lowering_binds_it_and_torchs_copy_stays_outside(node):
+    from executorch.backends.xnnpack.partition.xnnpack_partitioner import XnnpackPartitioner
+    from executorch.exir import to_edge
+
+    import fastlower
+
+    model = torch.nn.Sequential(torch.nn.Linear(8, 4), torch.nn.ReLU())
+    program = to_edge(torch.export.export(model, (torch.randn(2, 8),))).exported_program()
+    fastlower.to_backend(program, XnnpackPartitioner())
+    assert node_history.installed()
+    assert NodeSource(node).from_node[0] is not node.meta["from_node"][0]
