@@ -127,5 +127,50 @@ def failing_child_harmless(folder: Path) -> None:
     assert report.lowering_cache == "miss"
 
 
+def tqdm_waiter_kept_out(folder: Path) -> None:
+    """A parent thread waiting for tqdm's lock (its monitor's) while the store child is
+    forked gets it only once the parent lets go: the child must not release the lock's
+    multiprocessing semaphore, which it shares with the parent."""
+    import io
+
+    from tqdm import tqdm
+
+    bar = tqdm(total=1, file=io.StringIO())  # starts tqdm's monitor thread
+    lock = tqdm.get_lock()
+    # the waiter must get the lock only after the parent's fork returned (and it slept)
+    state = {"parent_back": False, "parent_back_when_acquired": None}
+    real_fork = os.fork
+
+    def waiter() -> None:
+        lock.acquire()
+        state["parent_back_when_acquired"] = state["parent_back"]
+        lock.release()
+
+    def fork_with_a_waiter() -> int:
+        threading.Thread(target=waiter, daemon=True).start()
+        time.sleep(0.5)  # the waiter is blocked in acquire()
+        pid = real_fork()
+        if pid:
+            time.sleep(0.5)  # the child goes first (a large parent is slow after a fork)
+            state["parent_back"] = True  # still holding the lock (_monitors_paused)
+        return pid
+
+    done = folder / "stored"
+    folder.mkdir(parents=True, exist_ok=True)
+    detached.DETACH_MIN_BYTES = 0
+    os.fork = fork_with_a_waiter
+    try:
+        assert detached.store_detached("test:tqdm", 1, lambda: done.write_text("ok"))
+    finally:
+        os.fork = real_fork
+    detached.wait_for("test:tqdm")
+    deadline = time.monotonic() + 30
+    while state["parent_back_when_acquired"] is None and time.monotonic() < deadline:
+        time.sleep(0.01)
+    bar.close()
+    assert done.read_text() == "ok"
+    assert state["parent_back_when_acquired"] is True, state
+
+
 if __name__ == "__main__":
     globals()[sys.argv[1]](Path(sys.argv[2]))

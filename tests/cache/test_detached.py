@@ -31,6 +31,7 @@ pytestmark = pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
     "small_or_threaded_inline",  # small entries, and callers with other threads, store inline
     "hung_child_killed",  # a hung child is killed at the deadline, never waited for forever
     "failing_child_harmless",  # a child that fails leaves no entry and the caller unharmed
+    "tqdm_waiter_kept_out",  # the child does not release the tqdm lock the parent holds
 ])
 def test_detached_store(case, tmp_path):
     env = dict(os.environ, PYTHONPATH=str(ROOT), FASTLOWER_WORKERS="1")

@@ -68,9 +68,12 @@ def store_detached(key: str, size: int, store: Callable[[], None],
         before_fork()
         with _monitors_paused(), _heap_frozen():
             pid = os.fork()
-        if pid == 0:  # the child: never returns into the caller's code
-            _IN_CHILD = True
-            _run_child(key, store)
+            if pid == 0:
+                # the child stores and exits without leaving this block: leaving it would
+                # release the tqdm lock the parent holds, whose multiprocessing semaphore
+                # the two share, and let a parent thread waiting for it in
+                _IN_CHILD = True
+                _run_child(key, store)
         _PENDING[key] = pid
         if not _AT_EXIT:
             atexit.register(wait_all)
