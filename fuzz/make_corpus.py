@@ -115,18 +115,24 @@ def _csr(lists: Sequence[Sequence[int]]) -> Tuple[List[int], List[int]]:
     return offsets, flat
 
 
+def _graph_seed(kind: int, arrays, tag_names: List[str], is_submodule: bool) -> "cf.Writer":
+    """A seed's common start: its harness, the tags, the graph."""
+    w = cf.Writer()
+    w.uint(kind)
+    w.texts(tag_names, cf.MAX_TAGS)
+    w.byte(int(is_submodule))
+    w.byte(cf.GRAPH_CONSISTENT)
+    write_graph(w, arrays, len(tag_names))
+    return w
+
+
 def seeds_of(enc, tag_names: List[str], is_submodule: bool) -> List[Tuple[str, bytes]]:
     from fastlower.encode import TargetKeys, structure_arrays
 
     a = enc.arrays
     out = []
     for single in (True, False):
-        w = cf.Writer()
-        w.uint(cf.SIMULATOR)
-        w.texts(tag_names, cf.MAX_TAGS)
-        w.byte(int(is_submodule))
-        w.byte(cf.GRAPH_CONSISTENT)
-        write_graph(w, a, len(tag_names))
+        w = _graph_seed(cf.SIMULATOR, a, tag_names, is_submodule)
         ops = [(cf.OP_PLAN_DUPLICATE,), (cf.OP_PLAN_FUSE_ALL, single)]
         if not single:
             ops += [(cf.OP_INSERT_DELEGATE, pid) for pid in range(min(len(tag_names), 8))]
@@ -143,12 +149,7 @@ def seeds_of(enc, tag_names: List[str], is_submodule: bool) -> List[Tuple[str, b
 
     # fuzz_core.fuzz_plan_graph's layout: the options plan.py gives, on both paths
     for insertion, path in ((0, "single"), (1, "multi")):
-        w = cf.Writer()
-        w.uint(cf.PLAN_GRAPH)
-        w.texts(tag_names, cf.MAX_TAGS)
-        w.byte(int(is_submodule))
-        w.byte(cf.GRAPH_CONSISTENT)
-        write_graph(w, a, len(tag_names))
+        w = _graph_seed(cf.PLAN_GRAPH, a, tag_names, is_submodule)
         w.byte(insertion)
         w.byte(0)  # no validation stop
         w.byte(0)  # no_copy: one flag byte per node
