@@ -46,6 +46,7 @@ def split_name(candidate: str) -> Tuple[str, str, int | None]:
         if candidate[0].isdigit():
             candidate = f"_{candidate}"
         match = _NAME_RE.match(candidate)
-        assert match is not None  # a sanitised candidate is an identifier, which always matches
+        if match is None:  # a sanitised candidate is an identifier, which always matches
+            raise ValueError(f"no node name can be made of {candidate!r}")
     base, num = match.group(1, 2)
     return candidate, base, (int(num) if num is not None else None)

@@ -81,5 +81,6 @@ def lower_with_report(*args: Any) -> Tuple[Any, LoweringReport]:
         raise TypeError("lower_with_report() takes the partitioner overloads of to_backend")
     result = to_backend(*args)
     report = last_report()
-    assert report is not None  # every partitioner overload publishes one
+    if report is None:  # every partitioner overload publishes one
+        raise RuntimeError("to_backend published no report for this lowering")
     return result, report
