@@ -1,6 +1,7 @@
 // torch.fx CapabilityBasedPartitioner.propose_partitions, exactly (partition.hpp);
 // follows fastlower/_twin/capability.py step by step (its module doc says what is
-// skipped and why the answers stay the reference's).
+// skipped and why the answers stay the reference's): CapabilityState is its _State,
+// main_loop its _main_loop, reassign_getitems its _reassign_getitems.
 #include <algorithm>
 #include <unordered_set>
 
@@ -11,13 +12,12 @@ namespace fastlower {
 
 using namespace partition_detail;
 
-ProposedPartitions propose_capability_partitions(const PartitionGraph &g, bool allows_single_node_partition,
-                                                 bool skip_horizontal_fusion) {
-    const size_t n = check_nodes(g);
-    const Csr users(g.users_offsets, g.users);
-    const I N = static_cast<I>(n);
+namespace {
 
-    std::vector<I> assignment(n, -1);
+// Partitions of the reference's main loop, by id, and the scratch space of its searches.
+struct CapabilityState {
+    const Csr &users;
+    std::vector<I> assignment;
     std::vector<std::vector<I>> parts;                    // by id; merge target gets removed's nodes
     std::vector<uint8_t> alive;
     std::vector<std::unordered_set<I>> partition_map;
@@ -25,33 +25,37 @@ ProposedPartitions propose_capability_partitions(const PartitionGraph &g, bool a
     std::vector<std::vector<I>> partition_users;          // sets, deduplicated
     std::vector<I> live;                                  // live ids
 
-    std::vector<uint32_t> seen(n, 0);
+    std::vector<uint32_t> seen;
     uint32_t stamp = 0;
     std::vector<I> stack;
-    std::vector<uint32_t> pid_seen;      // by partition id
+    std::vector<uint32_t> pid_seen;  // by partition id
     uint32_t pid_stamp = 0;
+    std::vector<I> reached;          // set by search
+    std::vector<I> all_user_nodes;   // scratch of maybe_merge
+    std::vector<I> user_list;        // scratch of create
 
-    auto next_stamp = [&]() {
+    CapabilityState(const Csr &u, size_t n) : users(u), assignment(n, -1), seen(n, 0) {}
+
+    uint32_t next_stamp() {
         if (++stamp == 0) {
             std::fill(seen.begin(), seen.end(), 0);
             stamp = 1;
         }
         return stamp;
-    };
-    auto next_pid_stamp = [&]() {
+    }
+    uint32_t next_pid_stamp() {
         if (++pid_stamp == 0) {
             std::fill(pid_seen.begin(), pid_seen.end(), 0);
             pid_stamp = 1;
         }
         return pid_stamp;
-    };
+    }
 
     // Breadth-first over the users of `starts` (inclusive), each node once.  Returns true
     // at the first node of partition a or b, or of a partition whose map holds a or b (the
     // reference's cycle test; breadth first finds a hit after fewer nodes, the answer is
     // the same).  Otherwise `reached` is every partition with a node in that closure.
-    std::vector<I> reached;
-    auto search = [&](const std::vector<I> &starts, I a, I b) {
+    bool search(const std::vector<I> &starts, I a, I b) {
         const uint32_t s = next_stamp();
         const uint32_t ps = next_pid_stamp();
         reached.clear();
@@ -80,21 +84,37 @@ ProposedPartitions propose_capability_partitions(const PartitionGraph &g, bool a
                 }
         }
         return false;
-    };
+    }
 
     // downstream_partitions of the reference from `reached`: each partition and its map,
     // live ids only (an absorbed id never comes back, and maps are only asked about live
     // ids), minus the sources
-    auto add_downstream = [&](std::unordered_set<I> &dst, I src_a, I src_b) {
+    void add_downstream(std::unordered_set<I> &dst, I src_a, I src_b) {
         for (I t : reached) {
             if (t != src_a && t != src_b) dst.insert(t);
             for (I q : partition_map[t])
                 if (alive[q] && q != src_a && q != src_b) dst.insert(q);
         }
-    };
+    }
 
-    std::vector<I> all_user_nodes;
-    auto maybe_merge = [&](I self_id, I other_id, bool &merged) -> I {
+    // a new partition `pid` holding node i, with its users and downstream partitions
+    void create(I i, I pid) {
+        parts.emplace_back(1, i);
+        alive.push_back(1);
+        partition_map.emplace_back();
+        partitions_order.push_back(pid);
+        pid_seen.push_back(0);
+        assignment[i] = pid;
+        user_list.assign(users.begin(i), users.end(i));
+        // set(node.users): users lists have no duplicates (dict keys)
+        partition_users.emplace_back(user_list);
+        search(user_list, -1, -1);  // no partition is -1: the whole closure
+        add_downstream(partition_map[pid], pid, pid);
+        live.push_back(pid);
+    }
+
+    // the reference's attempt to merge two partitions; returns the surviving id
+    I maybe_merge(I self_id, I other_id, bool &merged) {
         merged = false;
         // union of both user sets minus both partitions' nodes
         all_user_nodes.clear();
@@ -129,49 +149,43 @@ ProposedPartitions propose_capability_partitions(const PartitionGraph &g, bool a
         dst.erase(removed_id);
         merged = true;
         return merge_id;
-    };
+    }
+};
 
+// The reference's main loop: nodes in reverse order, a supported unassigned node starts
+// a partition, then a chain of merge attempts.  Returns the number of partition ids.
+I main_loop(CapabilityState &st, const PartitionGraph &g, I N, bool skip_horizontal_fusion) {
     I next_id = 0;
-    bool dirty = false;
-    std::vector<I> candidates, user_list;
+    bool dirty = false;  // a chain that merged nothing is not repeated
+    std::vector<I> candidates;
     for (I i = N - 1; i >= 0; --i) {
         candidates.clear();
         bool created = false;
-        if (g.supported[i] && assignment[i] == -1) {
-            I pid = next_id++;
-            parts.emplace_back(1, i);
-            alive.push_back(1);
-            partition_map.emplace_back();
-            partitions_order.push_back(pid);
-            pid_seen.push_back(0);
-            assignment[i] = pid;
-            user_list.assign(users.begin(i), users.end(i));
-            // set(node.users): users lists have no duplicates (dict keys)
-            partition_users.emplace_back(user_list);
-            search(user_list, -1, -1);  // no partition is -1: the whole closure
-            add_downstream(partition_map[pid], pid, pid);
-            live.push_back(pid);
-            candidates.push_back(pid);
+        if (g.supported[i] && st.assignment[i] == -1) {
+            st.create(i, next_id);
+            candidates.push_back(next_id);
+            ++next_id;
             created = true;
             dirty = true;
         }
         if (skip_horizontal_fusion) {
             if (created) {
-                const uint32_t ps = next_pid_stamp();
-                for (I c : candidates) pid_seen[c] = ps;
-                for (const I *u = users.begin(i); u != users.end(i); ++u) {
-                    I t = assignment[*u];
-                    if (t != -1 && pid_seen[t] != ps) {
-                        pid_seen[t] = ps;
+                const uint32_t ps = st.next_pid_stamp();
+                for (I c : candidates) st.pid_seen[c] = ps;
+                for (const I *u = st.users.begin(i); u != st.users.end(i); ++u) {
+                    I t = st.assignment[*u];
+                    if (t != -1 && st.pid_seen[t] != ps) {
+                        st.pid_seen[t] = ps;
                         candidates.push_back(t);
                     }
                 }
             }
         } else if (dirty) {
-            live.erase(std::remove_if(live.begin(), live.end(), [&](I p) { return !alive[p]; }), live.end());
-            std::vector<I> by_order(live);
+            st.live.erase(std::remove_if(st.live.begin(), st.live.end(), [&](I p) { return !st.alive[p]; }),
+                          st.live.end());
+            std::vector<I> by_order(st.live);
             std::sort(by_order.begin(), by_order.end(),
-                      [&](I a, I b) { return partitions_order[a] < partitions_order[b]; });
+                      [&](I a, I b) { return st.partitions_order[a] < st.partitions_order[b]; });
             for (I p : by_order)
                 if (candidates.empty() || p != candidates[0]) candidates.push_back(p);
         } else {
@@ -182,32 +196,38 @@ ProposedPartitions propose_capability_partitions(const PartitionGraph &g, bool a
             I self_id = candidates[0];
             for (size_t k = 1; k < candidates.size(); ++k) {
                 bool merged;
-                self_id = maybe_merge(self_id, candidates[k], merged);
+                self_id = st.maybe_merge(self_id, candidates[k], merged);
                 merged_any = merged_any || merged;
             }
         }
         dirty = merged_any;
     }
-    partition_map.clear();
-    partition_map.shrink_to_fit();
-    partition_users.clear();
+    return next_id;
+}
 
-    const I n_parts = next_id;
+// Live partitions' members in graph order (nodes were added in reverse order), each
+// marked as carrying a node order.
+OrderedMembers ordered_members(CapabilityState &st, size_t n, I n_parts, std::vector<uint8_t> &has_order) {
     OrderedMembers m;
     m.lists.resize(n_parts);
     m.slot.assign(n, -1);
     m.live_count.assign(n_parts, 0);
-    std::vector<uint8_t> has_order(n, 0);
     for (I p = 0; p < n_parts; ++p) {
-        if (!alive[p]) continue;
-        std::sort(parts[p].begin(), parts[p].end());  // descending node order = graph order
-        for (I x : parts[p]) {
+        if (!st.alive[p]) continue;
+        std::sort(st.parts[p].begin(), st.parts[p].end());  // descending node order = graph order
+        for (I x : st.parts[p]) {
             m.append(p, x);
             has_order[x] = 1;
         }
     }
+    return m;
+}
 
-    // getitem reassignment until nothing changes; a dict keeps first-insertion order
+// getitem reassignment until nothing changes; a dict keeps first-insertion order
+void reassign_getitems(const PartitionGraph &g, const Csr &users, std::vector<I> &assignment, OrderedMembers &m,
+                       std::vector<uint8_t> &has_order) {
+    const size_t n = assignment.size();
+    const I N = static_cast<I>(n);
     std::vector<I> re_nodes, re_target(n, -1);
     std::vector<uint32_t> re_seen(n, 0);
     uint32_t re_stamp = 0;
@@ -226,7 +246,7 @@ ProposedPartitions propose_capability_partitions(const PartitionGraph &g, bool a
                     re_target[*u] = pid;
                 }
         }
-        if (re_nodes.empty()) break;
+        if (re_nodes.empty()) return;
         if (round + 1 > n + 1)
             throw PartitionInputError(
                 "node " + std::to_string(re_nodes[0]) +
@@ -240,10 +260,27 @@ ProposedPartitions propose_capability_partitions(const PartitionGraph &g, bool a
             if (pid != -1) m.append(pid, u);
         }
     }
+}
+
+}  // namespace
+
+ProposedPartitions propose_capability_partitions(const PartitionGraph &g, bool allows_single_node_partition,
+                                                 bool skip_horizontal_fusion) {
+    const size_t n = check_nodes(g);
+    const Csr users(g.users_offsets, g.users);
+    CapabilityState st(users, n);
+    const I n_parts = main_loop(st, g, static_cast<I>(n), skip_horizontal_fusion);
+    st.partition_map.clear();
+    st.partition_map.shrink_to_fit();
+    st.partition_users.clear();
+
+    std::vector<uint8_t> has_order(n, 0);
+    OrderedMembers m = ordered_members(st, n, n_parts, has_order);
+    reassign_getitems(g, users, st.assignment, m, has_order);
 
     std::vector<I> order;
     for (I p = 0; p < n_parts; ++p)
-        if (alive[p]) order.push_back(p);
+        if (st.alive[p]) order.push_back(p);
     return finish(order, m, has_order, g.compute_weight, allows_single_node_partition);
 }
 

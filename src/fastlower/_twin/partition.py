@@ -1,7 +1,8 @@
 """Canonical partitioners' ``propose_partitions``, without transitive closures.
 
 Twin of csrc/partition_capability.cpp (its algorithm lives in :mod:`.capability`) and
-csrc/partition_group.cpp.  Two algorithms
+csrc/partition_group.cpp (the grouped algorithm lives here, in the same steps:
+``_seed_partitions``, ``_PairMerge``, ``_reassign_getitems``).  Two algorithms
 reproduce, exactly, the partitions of
 
 * torch.fx ``CapabilityBasedPartitioner.propose_partitions`` (torch 2.13) and
@@ -32,7 +33,7 @@ partitioner's own partition-to-partition map, which the reference keeps too).
 
 from __future__ import annotations
 
-from typing import Dict, List, Sequence, Tuple
+from typing import Callable, Dict, List, Sequence, Tuple
 
 from .capability import propose_capability_partitions
 from .partition_checks import _check_inputs, _check_nodes, _group_of_nodes
@@ -51,6 +52,158 @@ def _filter_single_node(parts: Dict[int, List[int]], compute_weight: Sequence[in
 
 
 # ----------------------------------------------------------------------------- grouped
+
+
+def _seed_partitions(supported: Sequence[bool], group_of: List[int],
+                     group_offsets: Sequence[int], group_members: Sequence[int],
+                     assignment: List[int]) -> List[List[int]]:
+    """One partition per supported node in reverse order: its group's supported members,
+    or the node alone; fills ``assignment``."""
+    parts: List[List[int]] = []
+    for i in reversed(range(len(assignment))):
+        if assignment[i] != -1 or not supported[i]:
+            continue
+        pid = len(parts)
+        g = group_of[i]
+        if g >= 0:
+            nodes = [m for m in group_members[group_offsets[g]:group_offsets[g + 1]]
+                     if supported[m]]
+        else:
+            nodes = [i]
+        for m in nodes:
+            assignment[m] = pid
+        parts.append(nodes)
+    return parts
+
+
+Step = Callable[[int], Sequence[int]]
+
+
+class _PairMerge:
+    """The reference's pairwise merges: (p1, p2), p1 < p2 in id order, whenever the union
+    is convex.  p1's strict descendants and ancestors are marked once per p1 (and grown on
+    each merge)."""
+
+    def __init__(self, users_of: Step, inputs_of: Step, parts: List[List[int]],
+                 assignment: List[int]) -> None:
+        n = len(assignment)
+        self.users_of, self.inputs_of = users_of, inputs_of
+        self.parts, self.assignment = parts, assignment
+        self.n_parts = len(parts)
+        self.alive = [True] * self.n_parts
+        self.lo = [min(p) for p in parts]
+        self.hi = [max(p) for p in parts]
+        self.desc = [False] * n   # strict descendants of p1
+        self.anc = [False] * n    # strict ancestors of p1
+        self.seen = [0] * n
+        self.stamp = 0
+
+    def grow(self, marks: List[bool], p: int, step: Step) -> None:
+        """Mark the strict descendants (via ``step``) of the nodes of partition ``p``."""
+        stack = []
+        for a in self.parts[p]:
+            for y in step(a):
+                if not marks[y]:
+                    marks[y] = True
+                    stack.append(y)
+        while stack:
+            x = stack.pop()
+            for y in step(x):
+                if not marks[y]:
+                    marks[y] = True
+                    stack.append(y)
+
+    def escapes_and_returns(self, p1: int, p2: int, step: Step, hit: List[bool],
+                            inside: Callable[[int], bool]) -> bool:
+        """Search from p2 along ``step`` (users: forward, inputs: backward) through nodes
+        outside the union, staying strictly inside the span (``inside``); true when it
+        re-enters the union or meets a node marked in ``hit`` (an ancestor/descendant of
+        p1 outside the union)."""
+        assignment, seen = self.assignment, self.seen
+        self.stamp += 1
+        s = self.stamp
+        stack = []
+        for b in self.parts[p2]:
+            for y in step(b):
+                a = assignment[y]
+                if a == p1 or a == p2:
+                    continue
+                if inside(y) and seen[y] != s:
+                    seen[y] = s
+                    stack.append(y)
+        while stack:
+            x = stack.pop()
+            if hit[x]:
+                return True
+            for y in step(x):
+                a = assignment[y]
+                if a == p1 or a == p2:
+                    return True
+                if inside(y) and seen[y] != s:
+                    seen[y] = s
+                    stack.append(y)
+        return False
+
+    def convex(self, p1: int, p2: int, inside_outside: List[int]) -> bool:
+        """The union of p1 and p2 is convex: no outside node between two of p1's nodes but
+        p2's (``inside_outside``), and no path that leaves the union and comes back."""
+        if any(self.assignment[x] != p2 for x in inside_outside):
+            return False
+        span_lo = min(self.lo[p1], self.lo[p2])
+        span_hi = max(self.hi[p1], self.hi[p2])
+        if self.escapes_and_returns(p1, p2, self.users_of, self.anc, lambda y: y < span_hi):
+            return False
+        return not self.escapes_and_returns(p1, p2, self.inputs_of, self.desc,
+                                            lambda y: y > span_lo)
+
+    def absorb(self, p1: int, p2: int) -> None:
+        """p1 absorbs p2."""
+        for m in self.parts[p2]:
+            self.assignment[m] = p1
+        self.parts[p1].extend(self.parts[p2])
+        self.lo[p1] = min(self.lo[p1], self.lo[p2])
+        self.hi[p1] = max(self.hi[p1], self.hi[p2])
+        self.alive[p2] = False
+        self.grow(self.desc, p2, self.users_of)
+        self.grow(self.anc, p2, self.inputs_of)
+
+    def merge_all(self) -> None:
+        desc, anc, assignment = self.desc, self.anc, self.assignment
+        for p1 in range(self.n_parts):
+            if not self.alive[p1]:
+                continue
+            for i in range(len(desc)):
+                desc[i] = anc[i] = False
+            self.grow(desc, p1, self.users_of)
+            self.grow(anc, p1, self.inputs_of)
+            # nodes outside p1 on a path between two of its nodes (only an input group can
+            # be non-convex; every merge yields a convex union)
+            inside_outside = [i for i in range(self.lo[p1], self.hi[p1])
+                              if desc[i] and anc[i] and assignment[i] != p1]
+            for p2 in range(p1 + 1, self.n_parts):
+                if not self.alive[p2] or not self.convex(p1, p2, inside_outside):
+                    continue
+                self.absorb(p1, p2)
+                inside_outside = []
+
+
+def _reassign_getitems(live: Dict[int, Dict[int, None]], assignment: List[int],
+                       users_of: Step, is_getitem: Sequence[bool]) -> None:
+    """The reference's getitem pass, once: a node whose users are all getitems takes them
+    into its partition."""
+    reassignment: Dict[int, int] = {}
+    for i in range(len(assignment)):
+        us = users_of(i)
+        if all(is_getitem[u] for u in us):
+            pid = assignment[i]
+            if pid != -1:
+                for u in us:
+                    if assignment[u] != -1 and assignment[u] != pid:
+                        reassignment[u] = pid
+    for u, pid in reassignment.items():
+        del live[assignment[u]][u]
+        assignment[u] = pid
+        live[pid][u] = None
 
 
 def propose_group_partitions(users_offsets: Sequence[int], users: Sequence[int],
@@ -80,132 +233,13 @@ def propose_group_partitions(users_offsets: Sequence[int], users: Sequence[int],
         return inputs[inputs_offsets[i]:inputs_offsets[i + 1]]
 
     assignment = [-1] * n
-    parts: List[List[int]] = []
-    for i in reversed(range(n)):
-        if assignment[i] != -1 or not supported[i]:
-            continue
-        pid = len(parts)
-        g = group_of[i]
-        if g >= 0:
-            nodes = [m for m in group_members[group_offsets[g]:group_offsets[g + 1]]
-                     if supported[m]]
-        else:
-            nodes = [i]
-        for m in nodes:
-            assignment[m] = pid
-        parts.append(nodes)
-
-    n_parts = len(parts)
-    alive = [True] * n_parts
-    lo = [min(p) for p in parts]
-    hi = [max(p) for p in parts]
-    desc = [False] * n   # strict descendants of p1
-    anc = [False] * n    # strict ancestors of p1
-    seen = [0] * n
-    stamp = [0]
-
-    def grow(marks: List[bool], starts, step) -> None:
-        stack = [x for x in starts if not marks[x]]
-        for x in stack:
-            marks[x] = True
-        while stack:
-            x = stack.pop()
-            for y in step(x):
-                if not marks[y]:
-                    marks[y] = True
-                    stack.append(y)
-
-    def leaves_and_returns(p1: int, p2: int, span_lo: int, span_hi: int) -> bool:
-        # forward from p2's users: a node outside the union that reaches it
-        stamp[0] += 1
-        s = stamp[0]
-        stack = []
-        for b in parts[p2]:
-            for y in users_of(b):
-                a = assignment[y]
-                if a == p1 or a == p2:
-                    continue
-                if y < span_hi and seen[y] != s:
-                    seen[y] = s
-                    stack.append(y)
-        while stack:
-            x = stack.pop()
-            if anc[x]:
-                return True
-            for y in users_of(x):
-                a = assignment[y]
-                if a == p1 or a == p2:
-                    return True
-                if y < span_hi and seen[y] != s:
-                    seen[y] = s
-                    stack.append(y)
-        # backward from p2's inputs: a node outside the union reached from it
-        stamp[0] += 1
-        s = stamp[0]
-        for b in parts[p2]:
-            for y in inputs_of(b):
-                a = assignment[y]
-                if a == p1 or a == p2:
-                    continue
-                if y > span_lo and seen[y] != s:
-                    seen[y] = s
-                    stack.append(y)
-        while stack:
-            x = stack.pop()
-            if desc[x]:
-                return True
-            for y in inputs_of(x):
-                a = assignment[y]
-                if a == p1 or a == p2:
-                    return True
-                if y > span_lo and seen[y] != s:
-                    seen[y] = s
-                    stack.append(y)
-        return False
-
-    for p1 in range(n_parts):
-        if not alive[p1]:
-            continue
-        for i in range(n):
-            desc[i] = anc[i] = False
-        grow(desc, (y for a in parts[p1] for y in users_of(a)), users_of)
-        grow(anc, (y for a in parts[p1] for y in inputs_of(a)), inputs_of)
-        # nodes outside p1 on a path between two of its nodes (only an input group can be
-        # non-convex; every merge yields a convex union)
-        inside_outside = [i for i in range(lo[p1], hi[p1])
-                          if desc[i] and anc[i] and assignment[i] != p1]
-        for p2 in range(p1 + 1, n_parts):
-            if not alive[p2]:
-                continue
-            if any(assignment[x] != p2 for x in inside_outside):
-                continue
-            if leaves_and_returns(p1, p2, min(lo[p1], lo[p2]), max(hi[p1], hi[p2])):
-                continue
-            parts[p1].extend(parts[p2])
-            for m in parts[p2]:
-                assignment[m] = p1
-            lo[p1] = min(lo[p1], lo[p2])
-            hi[p1] = max(hi[p1], hi[p2])
-            alive[p2] = False
-            grow(desc, (y for b in parts[p2] for y in users_of(b)), users_of)
-            grow(anc, (y for b in parts[p2] for y in inputs_of(b)), inputs_of)
-            inside_outside = []
+    parts = _seed_partitions(supported, group_of, group_offsets, group_members, assignment)
+    merge = _PairMerge(users_of, inputs_of, parts, assignment)
+    merge.merge_all()
 
     live: Dict[int, Dict[int, None]] = {p: dict.fromkeys(parts[p])
-                                        for p in range(n_parts) if alive[p]}
-    reassignment: Dict[int, int] = {}
-    for i in range(n):
-        us = users_of(i)
-        if all(is_getitem[u] for u in us):
-            pid = assignment[i]
-            if pid != -1:
-                for u in us:
-                    if assignment[u] != -1 and assignment[u] != pid:
-                        reassignment[u] = pid
-    for u, pid in reassignment.items():
-        del live[assignment[u]][u]
-        assignment[u] = pid
-        live[pid][u] = None
+                                        for p in range(merge.n_parts) if merge.alive[p]}
+    _reassign_getitems(live, assignment, users_of, is_getitem)
 
     out_parts = {pid: list(nodes) for pid, nodes in live.items()}
     _filter_single_node(out_parts, compute_weight, allows_single_node_partition)
