@@ -55,6 +55,12 @@ FusionCore::FusionCore(GraphInput &&g, const std::vector<std::string> &tag_names
     g_targets_ = std::move(g.targets);
     if (!out_args.empty() && output_node < 0) throw Unsupported("output values without an output node");
 
+    init_order(n);
+    link_users(n, g.users);
+    index_names(n);
+}
+
+void FusionCore::init_order(int32_t n) {
     next_.resize(n);
     prev_.resize(n);
     pos.resize(n);
@@ -65,8 +71,10 @@ FusionCore::FusionCore(GraphInput &&g, const std::vector<std::string> &tag_names
     }
     head_ = n ? 0 : -1;
     tail_ = n - 1;
+}
 
-    // users: edges in the given dict order; every input edge must appear exactly once
+// users: edges in the given dict order; every input edge must appear exactly once
+void FusionCore::link_users(int32_t n, const std::vector<std::vector<int32_t>> &users) {
     u_head_.assign(n, -1);
     u_tail_.assign(n, -1);
     u_count_.assign(n, 0);
@@ -74,7 +82,7 @@ FusionCore::FusionCore(GraphInput &&g, const std::vector<std::string> &tag_names
     for (int32_t u = 0; u < n; ++u) in_edge_[u].assign(inputs[u].size(), -1);
     std::unordered_map<int32_t, std::unordered_map<int32_t, int32_t>> wide;  // slot of x in inputs[u]
     for (int32_t x = 0; x < n; ++x) {
-        for (int32_t u : g.users[x]) {
+        for (int32_t u : users[x]) {
             const auto &in = inputs[u];
             int32_t k = -1;
             if (in.size() > 16) {
@@ -99,9 +107,11 @@ FusionCore::FusionCore(GraphInput &&g, const std::vector<std::string> &tag_names
     for (int32_t u = 0; u < n; ++u)
         for (int32_t e : in_edge_[u])
             if (e < 0) throw Unsupported("users do not match inputs");
+}
 
-    // names: Namespace(names) in node order; incremental rebuilds are exact when
-    // every name comes back unchanged (unique, valid, not a Python builtin)
+// names: Namespace(names) in node order; incremental rebuilds are exact when
+// every name comes back unchanged (unique, valid, not a Python builtin)
+void FusionCore::index_names(int32_t n) {
     name_base_.resize(n);
     name_num_.resize(n);
     for (int32_t i = 0; i < n; ++i) {

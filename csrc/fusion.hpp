@@ -161,6 +161,16 @@ class FusionCore {
     void adjust_owning_program(int32_t pid);
     void check_fusible(int64_t tag, const std::vector<int64_t> &members);
 
+    // construction: the doubly linked node order, the users lists, the names' index
+    void init_order(int32_t n);
+    void link_users(int32_t n, const std::vector<std::vector<int32_t>> &users);
+    void index_names(int32_t n);
+    // legalize's steps: Kahn's order (new_order_), then node order, users and names in it
+    const std::vector<int32_t> &kahn_order();
+    void relink(const std::vector<int32_t> &new_order);
+    void rebuild_users(const std::vector<int32_t> &new_order);
+    void rebuild_namespace(const std::vector<int32_t> &new_order);
+
     int32_t link_edge(int32_t x, int32_t u);
     void unlink_edge(int32_t e);
 

@@ -217,7 +217,17 @@ void FusionCore::classify_outputs(int32_t pid) {
     }
 }
 
+// legalize_graph: Kahn's algorithm, FIFO, prioritised ops jump the queue; then the node
+// order, the users lists and the namespace are rebuilt in the new order
 void FusionCore::legalize() {
+    const std::vector<int32_t> &new_order = kahn_order();
+    relink(new_order);
+    rebuild_users(new_order);
+    rebuild_namespace(new_order);
+}
+
+// the new node order in new_order_; CycleError when some nodes cannot be ordered
+const std::vector<int32_t> &FusionCore::kahn_order() {
     std::vector<int32_t> &order = order_buf_;
     order.clear();
     for (int32_t i = head_; i != -1; i = next_[i]) order.push_back(i);
@@ -251,7 +261,11 @@ void FusionCore::legalize() {
             if (indeg_[i] != 0 && stuck.size() < 10) stuck.push_back(names[i]);
         throw CycleError(std::move(stuck));
     }
-    // relink
+    return new_order;
+}
+
+void FusionCore::relink(const std::vector<int32_t> &new_order) {
+    const size_t m = new_order.size();
     for (size_t p = 0; p < m; ++p) {
         const int32_t i = new_order[p];
         pos[i] = static_cast<int32_t>(p);
@@ -260,9 +274,12 @@ void FusionCore::legalize() {
     }
     head_ = m ? new_order[0] : -1;
     tail_ = m ? new_order[m - 1] : -1;
-    // users rebuilt in the new node order: every live edge belongs to a node of
-    // new_order; renumber them so each node's users are contiguous (counting sort)
-    // (u_count_ already counts exactly those edges: erased nodes left every users list)
+}
+
+// users rebuilt in the new node order: every live edge belongs to a node of
+// new_order; renumber them so each node's users are contiguous (counting sort)
+// (u_count_ already counts exactly those edges: erased nodes left every users list)
+void FusionCore::rebuild_users(const std::vector<int32_t> &new_order) {
     const size_t n_all = size();
     size_t n_edges = 0;
     cursor_.resize(n_all);
@@ -288,7 +305,10 @@ void FusionCore::legalize() {
             ie[k] = e;
         }
     }
-    // Namespace(names in new order)
+}
+
+// Namespace(names in new order)
+void FusionCore::rebuild_namespace(const std::vector<int32_t> &new_order) {
     if (canonical_) {
         for (int32_t i : erased_since_rebuild_) ns_.remove(names[i]);
         std::fill(ns_.count.begin(), ns_.count.end(), 0);

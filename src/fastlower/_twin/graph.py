@@ -130,7 +130,14 @@ class NodeGraph:
         self._unlink(i)
 
     def legalize(self) -> None:
-        """``legalize_graph``: Kahn's algorithm, FIFO, prioritised ops jump the queue."""
+        """``legalize_graph``: Kahn's algorithm, FIFO, prioritised ops jump the queue; then
+        the node order, the users lists and the namespace are rebuilt in the new order."""
+        new_order = self._kahn_order()
+        self._relink(new_order)
+        self._rebuild_users(new_order)
+        self.ns = Namespace(self.names[i] for i in new_order)
+
+    def _kahn_order(self) -> List[int]:
         order = self.order()
         indeg = {i: len(self.inputs[i]) for i in order}
         queue: Deque[int] = deque(i for i in order if indeg[i] == 0)
@@ -148,14 +155,15 @@ class NodeGraph:
         if len(new_order) != len(order):
             stuck = [self.names[i] for i in order if indeg[i] != 0]
             raise RuntimeError(f"graph has a cycle through {stuck[:10]}")
-        self._relink(new_order)
+        return new_order
+
+    def _rebuild_users(self, new_order: List[int]) -> None:
         for i in new_order:
             for x in self.inputs[i]:
                 self.users[x].pop(i, None)
         for i in new_order:
             for x in self.inputs[i]:
                 self.users[x][i] = None
-        self.ns = Namespace(self.names[i] for i in new_order)
 
     def _relink(self, new_order: List[int]) -> None:
         for p, i in enumerate(new_order):
