@@ -185,7 +185,10 @@ std::unique_ptr<PySim> make_sim(py::object arrays, py::object tag_names, bool is
     return sim;
 }
 
-void register_fusion(py::module_ &m) {
+namespace {
+
+// register_types, and the exceptions the core raises
+void register_types_and_errors(py::module_ &m) {
     m.def(
         "register_types",
         [](py::object partition_plan) {
@@ -210,7 +213,9 @@ void register_fusion(py::module_ &m) {
             PyErr_SetObject(PyExc_KeyError, py::int_(e.key).ptr());
         }
     });
+}
 
+void register_node_view(py::module_ &m) {
     py::class_<NodeView>(m, "_NodeView", "Live read-only per-node attribute of a FusionSimulator.")
         .def("__len__", &NodeView::size)
         .def("__getitem__", &NodeView::at)
@@ -228,20 +233,16 @@ void register_fusion(py::module_ &m) {
         .def("__ne__", [](const NodeView &v, py::handle o) { return v.tolist().not_equal(o); })
         .def("__repr__", [](const NodeView &v) { return py::repr(v.tolist()); })
         .def("tolist", &NodeView::tolist);
+}
 
+// the simulator's per-node attributes, live NodeViews
+void def_node_views(py::class_<PySim> &cls) {
     auto view = [](int field) {
         return [field](py::object self) {
             return NodeView{self, self.cast<PySim &>().core.get(), field};
         };
     };
-
-    py::class_<PySim>(m, "FusionSimulator",
-                      "Replays the reference's fusion edits on integer arrays; same interface and\n"
-                      "results as fastlower._twin.fusion.FusionSimulator.")
-        .def(py::init(&make_sim), py::arg("g"), py::arg("tag_names"), py::arg("is_submodule"),
-             py::arg("top") = py::none(), py::arg("taken_lowered") = py::tuple())
-        // per-node views
-        .def_property_readonly("op", view(F_OP))
+    cls.def_property_readonly("op", view(F_OP))
         .def_property_readonly("kind", view(F_KIND))
         .def_property_readonly("origin", view(F_ORIGIN))
         .def_property_readonly("inputs", view(F_INPUTS))
@@ -254,9 +255,12 @@ void register_fusion(py::module_ &m) {
         .def_property_readonly("partition_of", view(F_PARTITION_OF))
         .def_property_readonly("dh", view(F_DH))
         .def_property_readonly("fake", view(F_FAKE))
-        .def_property_readonly("prio", view(F_PRIO))
-        // graph-level state
-        .def_property_readonly("g", [](PySim &s) { return s.g; })
+        .def_property_readonly("prio", view(F_PRIO));
+}
+
+// the simulator's graph-level state
+void def_graph_state(py::class_<PySim> &cls) {
+    cls.def_property_readonly("g", [](PySim &s) { return s.g; })
         .def_property_readonly("tag_names", [](PySim &s) { return s.tag_names; })
         .def_property_readonly("is_submodule", [](PySim &s) { return s.core->is_submodule; })
         .def_property_readonly("top", [](py::object self) {
@@ -271,9 +275,12 @@ void register_fusion(py::module_ &m) {
         .def_property_readonly("copies", [](PySim &s) { return to_list(s.core->copies); })
         .def_property_readonly("copy_target", [](PySim &s) { return s.copy_target; })
         .def_property_readonly("partitions", [](PySim &s) { return s.partitions; })
-        .def_property_readonly("lowered_count", [](PySim &s) { return s.core->lowered_count; })
-        // methods
-        .def("order", [](PySim &s) { return to_list(s.core->order()); })
+        .def_property_readonly("lowered_count", [](PySim &s) { return s.core->lowered_count; });
+}
+
+// the simulator's steps: the reference's edits, one call each
+void def_steps(py::class_<PySim> &cls) {
+    cls.def("order", [](PySim &s) { return to_list(s.core->order()); })
         .def("renumber", [](PySim &s) { s.core->renumber(); })
         // ids arrive clamped to int64 (pyconv::to_i64_saturating): the core's range
         // checks then reject a value beyond int64 like any other bad id
@@ -313,6 +320,21 @@ void register_fusion(py::module_ &m) {
                  plan.attr("debug_handle") = p.debug_handle;
              })
         .def("max_debug_handle", [](PySim &s) { return s.core->max_debug_handle(); });
+}
+
+}  // namespace
+
+void register_fusion(py::module_ &m) {
+    register_types_and_errors(m);
+    register_node_view(m);
+    py::class_<PySim> sim(m, "FusionSimulator",
+                          "Replays the reference's fusion edits on integer arrays; same interface and\n"
+                          "results as fastlower._twin.fusion.FusionSimulator.");
+    sim.def(py::init(&make_sim), py::arg("g"), py::arg("tag_names"), py::arg("is_submodule"),
+            py::arg("top") = py::none(), py::arg("taken_lowered") = py::tuple());
+    def_node_views(sim);
+    def_graph_state(sim);
+    def_steps(sim);
     register_plan_graph(m);
 }
 
