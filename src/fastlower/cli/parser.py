@@ -60,42 +60,53 @@ def build_parser() -> argparse.ArgumentParser:
     _output_options(common, defaults=False)
     sub: "argparse._SubParsersAction[argparse.ArgumentParser]" = parser.add_subparsers(
         dest="command", required=True, metavar="COMMAND", parser_class=_with_parents(common))
+    _add_lower(sub)
+    _add_report(sub)
+    _add_run(sub)
+    _add_cache(sub)
+    return parser
 
-    def preprocessing(p: argparse.ArgumentParser) -> None:
-        p.add_argument("--workers", type=int, metavar="N",
-                       help="preprocess in N processes (default: the usable cores; 1: serial)")
-        cache = p.add_mutually_exclusive_group()
-        cache.add_argument("--cache-dir", metavar="DIR",
-                           help=f"the folder of the preprocess and lowering caches (default: "
-                                f"${ENV_CACHE_DIR}, else the user's cache folder)")
-        cache.add_argument("--no-cache", action="store_true",
-                           help="use neither cache (preprocess nor lowering)")
-        p.add_argument("--shared-cache", metavar="URL",
-                       help="a shared second tier for lowering entries: file:///path or "
-                            "s3://bucket/prefix (default: $FASTLOWER_SHARED_CACHE; '' for none)")
 
-    def partitioning(p: argparse.ArgumentParser) -> None:
-        p.add_argument("model", metavar="MODEL.pt2", help="a program saved with torch.export.save")
-        p.add_argument("--backend", default=None,
-                       help=f"a partitioner preset ({', '.join(BACKENDS)}; default xnnpack; "
-                            "xnnpack-llm: export_llm's dynamically quantized + plain XNNPACK "
-                            "pair)")
-        p.add_argument("--partitioner", action="append", default=[],
-                       metavar="MODULE:CLASS[(ARGS)]",
-                       help="a partitioner class, with literal arguments if any, e.g. "
-                            "'pkg.mod:MyPartitioner(level=2)'; repeatable: they run in order")
-        p.add_argument("--import", dest="imports", action="append", default=[], metavar="MODULE",
-                       help="import MODULE before loading (for the input/output types it "
-                            "registers); repeatable")
-        p.add_argument("--report-html", metavar="R.html", help="write the HTML report here")
-        p.add_argument("--report-json", metavar="R.json", help="write the JSON report here")
-        p.add_argument("--explorer-json", metavar="N.json",
-                       help="write a Model Explorer node-data overlay (nodes colored by partition)")
+def _preprocessing_options(p: argparse.ArgumentParser) -> None:
+    """Where and how partitions are preprocessed, and the caches used."""
+    p.add_argument("--workers", type=int, metavar="N",
+                   help="preprocess in N processes (default: the usable cores; 1: serial)")
+    cache = p.add_mutually_exclusive_group()
+    cache.add_argument("--cache-dir", metavar="DIR",
+                       help=f"the folder of the preprocess and lowering caches (default: "
+                            f"${ENV_CACHE_DIR}, else the user's cache folder)")
+    cache.add_argument("--no-cache", action="store_true",
+                       help="use neither cache (preprocess nor lowering)")
+    p.add_argument("--shared-cache", metavar="URL",
+                   help="a shared second tier for lowering entries: file:///path or "
+                        "s3://bucket/prefix (default: $FASTLOWER_SHARED_CACHE; '' for none)")
 
+
+def _partitioning_options(p: argparse.ArgumentParser) -> None:
+    """The model, its partitioners and the report files."""
+    p.add_argument("model", metavar="MODEL.pt2", help="a program saved with torch.export.save")
+    p.add_argument("--backend", default=None,
+                   help=f"a partitioner preset ({', '.join(BACKENDS)}; default xnnpack; "
+                        "xnnpack-llm: export_llm's dynamically quantized + plain XNNPACK "
+                        "pair)")
+    p.add_argument("--partitioner", action="append", default=[],
+                   metavar="MODULE:CLASS[(ARGS)]",
+                   help="a partitioner class, with literal arguments if any, e.g. "
+                        "'pkg.mod:MyPartitioner(level=2)'; repeatable: they run in order")
+    p.add_argument("--import", dest="imports", action="append", default=[], metavar="MODULE",
+                   help="import MODULE before loading (for the input/output types it "
+                        "registers); repeatable")
+    p.add_argument("--report-html", metavar="R.html", help="write the HTML report here")
+    p.add_argument("--report-json", metavar="R.json", help="write the JSON report here")
+    p.add_argument("--explorer-json", metavar="N.json",
+                   help="write a Model Explorer node-data overlay (nodes colored by partition)")
+
+
+def _add_lower(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
     lower = sub.add_parser("lower", help="lower MODEL.pt2 to a .pte and print the report")
-    partitioning(lower)
+    _partitioning_options(lower)
     lower.add_argument("-o", "--output", required=True, metavar="MODEL.pte")
-    preprocessing(lower)
+    _preprocessing_options(lower)
     lower.add_argument("--check", action="store_true",
                        help="run the .pte in executorch.runtime and compare with the program's "
                             f"output (a mismatch exits with {EXIT_MISMATCH})")
@@ -105,10 +116,14 @@ def build_parser() -> argparse.ArgumentParser:
                        help="--check: relative tolerance (default 1e-3)")
     lower.set_defaults(run=cmd_lower)
 
+
+def _add_report(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
     report = sub.add_parser("report", help="preview what would be delegated (partitioner only)")
-    partitioning(report)
+    _partitioning_options(report)
     report.set_defaults(run=cmd_report)
 
+
+def _add_run(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
     run = sub.add_parser(
         "run", help="run an unchanged script (or -m MODULE) with fastlower installed",
         usage="fastlower run [options] (SCRIPT.py | -m MODULE) [ARGS...]",
@@ -116,7 +131,7 @@ def build_parser() -> argparse.ArgumentParser:
                     "ExecuTorch's to_backend. Everything after the script or module name is the "
                     "script's. Reports: one per lowering, R.json -> R.1.json, R.2.json, ... "
                     "in order.")
-    preprocessing(run)
+    _preprocessing_options(run)
     run.add_argument("--report-json", metavar="R.json",
                      help="write each lowering's JSON report: R.1.json, R.2.json, ...")
     run.add_argument("--report-html", metavar="R.html",
@@ -127,6 +142,8 @@ def build_parser() -> argparse.ArgumentParser:
                      help="the script and its arguments")
     run.set_defaults(run=cmd_run)
 
+
+def _add_cache(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
     cache = sub.add_parser(
         "cache", help="the preprocess and lowering caches: info, clear, push or pull",
         description="info: entries and sizes of each cache in the folder (and of the shared "
@@ -143,7 +160,6 @@ def build_parser() -> argparse.ArgumentParser:
                        help=f"the cache folder (default: ${ENV_CACHE_DIR}, else the user's cache "
                             "folder)")
     cache.set_defaults(run=cmd_cache)
-    return parser
 
 
 def _with_parents(common: argparse.ArgumentParser) -> type:
