@@ -10,7 +10,7 @@ from .._schema import (
     CONTRACT_UNKNOWN_TAG, OP_OUTPUT, OP_PLACEHOLDER, OWNABLE_ROLES,
 )
 
-# violation codes (fastlower._schema), under their old names
+# the violation codes of fastlower._schema (CONTRACT_*), by their short names
 OK, TAGGED_OUTPUT, TAGGED_USER_INPUT, UNKNOWN_TAG, NO_COPY_SHARED = (
     CONTRACT_OK, CONTRACT_TAGGED_OUTPUT, CONTRACT_TAGGED_USER_INPUT, CONTRACT_UNKNOWN_TAG,
     CONTRACT_NO_COPY_SHARED)

@@ -19,8 +19,8 @@ from __future__ import annotations
 from collections import deque
 from typing import Deque, Dict, List, Optional, Sequence
 
-# The shared data model lives in fastlower._schema; re-exported here so that old import
-# paths keep working.
+# The shared data model lives in fastlower._schema; re-exported here, where the twin's
+# callers (tests, fuzz harness, benchmarks) import it from.
 from .._schema import (  # noqa: F401
     KIND_CALL_MODULE, KIND_CONSTANT_COPY, KIND_DELEGATE, KIND_GET_ATTR, KIND_GETITEM,
     KIND_ORIGINAL, OP_CALL_FUNCTION, OP_CALL_METHOD, OP_CALL_MODULE, OP_GET_ATTR, OP_OUTPUT,

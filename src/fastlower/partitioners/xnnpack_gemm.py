@@ -2,8 +2,8 @@
 holds the node is looked up in the native index instead of found by scanning every
 partition of the graph (``gemm_configs.py``: one full ``get_source_partitions`` and one
 scan per ``addmm``/``mm`` node).  Everything else is XNNPACK's own code, unchanged:
-``self.src_partitions`` is set as before, and ``get_deps_from_src_partition`` (which
-rewires the node's ``args``/``users`` and restores them) runs as before.
+``self.src_partitions`` is set as XNNPACK sets it, and ``get_deps_from_src_partition``
+(which rewires the node's ``args``/``users`` and restores them) runs unchanged.
 """
 
 from __future__ import annotations

@@ -299,7 +299,7 @@ def _heap_frozen() -> Iterator[None]:
 
     A forked child's cyclic collections walk every tracked object and write to its
     header, so the pages holding the parent's objects (its programs, the model, torch's
-    own) were copied into each child: hundreds of MiB per worker. Frozen objects are
+    own) would be copied into each child: hundreds of MiB per worker. Frozen objects are
     never walked in the child; the parent gets them back right after the fork. Left as
     is when the caller froze objects itself (unfreezing would release theirs too).
     """

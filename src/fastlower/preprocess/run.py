@@ -5,7 +5,7 @@ lowering that goes through a backend's ``preprocess`` (all of them on the
 single-program path; on the multi-method path those of backends that keep
 ``BackendDetails.preprocess_multimethod``, whose default calls ``preprocess``
 per partition). Results come back in the jobs' order, whatever order they
-were computed in, so the lowered program is assembled exactly as before.
+were computed in, so the lowered program is the same as a serial run's.
 
 Backends that override ``preprocess_multimethod`` may share state between
 their partitions: their jobs run serially, in order, in this process, and
