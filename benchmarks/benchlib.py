@@ -1,4 +1,4 @@
-"""Shared pieces of the lowering benchmarks (issue #3).
+"""Shared pieces of the lowering benchmarks.
 
 * programs: one pristine Edge program per layer count, deep-copied for every
   timed call (the reference mutates its input's constants dict);

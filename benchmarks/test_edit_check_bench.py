@@ -1,4 +1,4 @@
-"""Cost of seeing a partitioner's edits (issue #13): the structure check the reference
+"""Cost of seeing a partitioner's edits: the structure check the reference
 also makes plus the argument comparison it does not, against the whole machinery.
 
 ``edit-check-L<n>``: ``check_unmodified`` + ``find_edits`` on a tagged copy of the

@@ -12,7 +12,7 @@ Per config, in one session, in this order:
                  (the whole call from the lowering cache, ``to_executorch`` too);
 * ``warm-preprocess``: the same again with ``FASTLOWER_LOWERING_CACHE=0``: every
                  partition from the preprocess cache, the edge stage and partitioners
-                 run (the warm run of issue 17, before the lowering cache);
+                 run (a warm run without the lowering cache);
 * ``edited``:    the same, with one weight of the checkpoint changed (RMSNorm's of
                  layer 0): a lowering-cache miss, the preprocess cache serving every
                  partition that does not hold that weight. Its ``.pte`` differs from

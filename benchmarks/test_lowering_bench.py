@@ -1,4 +1,4 @@
-"""Lowering benchmarks: the reference ``to_backend`` vs ``fastlower.to_backend`` (issue #3).
+"""Lowering benchmarks: the reference ``to_backend`` vs ``fastlower.to_backend``.
 
 Cases (ids ``<setup>-L<layers>-<impl>``), run size by size, reference first:
 
@@ -7,7 +7,7 @@ Cases (ids ``<setup>-L<layers>-<impl>``), run size by size, reference first:
   (learnt once per size, outside the timings) + :class:`FastlowerBenchNoopBackend`;
 * ``many``      every call_function node of the ``--many-layers`` graph its own
   partition (>= 500 partitions at 8 layers) + the no-op backend;
-* ``chain``     chained lowering (issue #13): XNNPACK's ``add`` partitions first, then
+* ``chain``     chained lowering: XNNPACK's ``add`` partitions first, then
   ``XnnpackPartitioner()`` on the program that already holds them;
 * ``floor``     the graph-copy floor: ``copy.deepcopy(graph_module)`` and
   ``Graph.graph_copy`` + ``GraphModule`` of the same Edge graph.

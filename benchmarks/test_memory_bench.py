@@ -1,5 +1,4 @@
-"""Peak memory growth of ``to_backend`` with real weights: fastlower vs the reference (issue 11,
-part 6).
+"""Peak memory growth of ``to_backend`` with real weights: fastlower vs the reference.
 
 The bundled decoder at dim 1024 (hidden 2816, 11 layers: ~550 MiB of float32
 weights), XNNPACK's partitions re-applied by ``PretaggedPartitioner`` and the

@@ -1,4 +1,4 @@
-"""Partitioner benchmarks (issue #8): ``XnnpackPartitioner().partition()`` with ExecuTorch's
+"""Partitioner benchmarks: ``XnnpackPartitioner().partition()`` with ExecuTorch's
 ``GroupBasedPartitioner.propose_partitions`` (reference) vs fastlower's native one.
 
 Cases (ids ``<setup>-L<layers>-<impl>``):

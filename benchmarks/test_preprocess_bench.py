@@ -1,4 +1,4 @@
-"""Parallel preprocess and the preprocess cache, XNNPACK end to end (issue 9).
+"""Parallel preprocess and the preprocess cache, XNNPACK end to end.
 
 For each layer count (``FASTLOWER_BENCH_PREPROCESS_LAYERS``, default ``8,32``),
 in one session, on a fresh copy of the same Edge program each:

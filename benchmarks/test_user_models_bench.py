@@ -1,4 +1,4 @@
-"""Partitioner benchmarks on programs as users make them (issue 20).
+"""Partitioner benchmarks on programs as users make them.
 
 ``partitioner.partition(program)`` with the reference's code (``fastlower.partitioners.
 reference()``) and with fastlower's (``accelerated()``), same session, fresh deep copy of

@@ -1,4 +1,4 @@
-"""The C++ core never imports a Python module (issue 22).
+"""The C++ core never imports a Python module.
 
 An import from C++ ties the core to the package layout and, on first use from several
 threads, can deadlock on a static's guard held across the GIL release of the import.

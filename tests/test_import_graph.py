@@ -289,7 +289,7 @@ def test_checker_skips_type_checking(tmp_path):
     assert cycles(import_graph(root)) == []
 
 
-# --- the layers issue 22 asked for, stated directly -------------------------------------
+# --- the layers, stated directly -------------------------------------------------------
 
 def test_report_model_is_plain_data():
     """``report.model`` imports nothing of fastlower but the neutral records."""

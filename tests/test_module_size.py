@@ -1,6 +1,6 @@
 """Every Python module of fastlower stays readable in one sitting: at most ~400 lines.
 
-A module that outgrows this is split along its seams (issue 22), not grown further.
+A module that outgrows this is split along its seams, not grown further.
 """
 
 from __future__ import annotations

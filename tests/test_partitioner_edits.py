@@ -1,4 +1,4 @@
-"""Edits a partitioner makes that the reference's structure check does not see (issue #13).
+"""Edits a partitioner makes that the reference's structure check does not see.
 
 The differential suite compares the outcome with the reference (ModelCase
 ``edited_add_alpha``, ErrorCase ``edited_cat_dim``); these tests check what

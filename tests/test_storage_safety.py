@@ -1,4 +1,4 @@
-"""Storage safety (issue #11): a backend's ``preprocess`` or a partitioner that writes
+"""Storage safety: a backend's ``preprocess`` or a partitioner that writes
 tensors in place must not change the caller's program.
 
 Each backend here transforms every weight of its partition in place, in one of

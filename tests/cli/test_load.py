@@ -1,5 +1,5 @@
-"""``fastlower lower`` on ``.pt2`` files whose trees name types a new process cannot rebuild
-(issue 21): Hugging Face ``ModelOutput`` (GPT-2 and Llama), a namedtuple input, a
+"""``fastlower lower`` on ``.pt2`` files whose trees name types a new process cannot rebuild:
+Hugging Face ``ModelOutput`` (GPT-2 and Llama), a namedtuple input, a
 dataclass output, a nested dict output, a custom container registered by a module.
 
 Each program is exported, saved and lowered in memory in one process

@@ -1,5 +1,5 @@
 """``fastlower run``: an unchanged script or module, run as python runs it, with fastlower
-as ExecuTorch's ``to_backend`` and one report per lowering (issue 17, item 2).
+as ExecuTorch's ``to_backend`` and one report per lowering.
 
 Each case runs the script directly (``python run_script.py``, ``python -m ...``)
 and through ``fastlower run`` in processes of their own, in folders of their

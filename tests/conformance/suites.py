@@ -34,7 +34,7 @@ XNNPACK_SUBSET = [
     "executorch.backends.xnnpack.test.ops.test_conv2d",
     "executorch.backends.xnnpack.test.ops.test_softmax",
     "executorch.backends.xnnpack.test.ops.test_cat",
-    # a backend's preprocess error text, compared by the test (issue 23)
+    # a backend's preprocess error text, compared by the test
     "executorch.backends.xnnpack.test.ops.test_check_quant_params",
     "executorch.backends.xnnpack.test.fragments.test_dim_order",
     "executorch.backends.xnnpack.test.test_xnnpack_partitioner",
@@ -42,7 +42,7 @@ XNNPACK_SUBSET = [
 ]
 
 # ExecuTorch's whole XNNPACK op suite, less test_linear.py and test_conv2d.py (which
-# take far longer than the rest), and the partitioner tests: the suite issue 23 ran
+# take far longer than the rest), and the partitioner tests
 # (206 tests). Slow mode only (`pytest -m slow tests/conformance/test_xnnpack_ops.py`);
 # ONLY does not restrict it.
 XNNPACK_OPS = [
@@ -101,7 +101,7 @@ SLOW_SUITES: dict[str, str] = {
 }
 
 # Multi-backend export recipes: two partitioners in turn (CoreML, then XNNPACK
-# as the fallback), the chained-lowering path of issue #13.
+# as the fallback), the chained-lowering path.
 EXPORT_RECIPES = [
     "executorch.export.tests.test_target_recipes",
 ]

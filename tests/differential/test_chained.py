@@ -1,4 +1,4 @@
-"""Chained lowering (issue #13): a program that already holds delegates is lowered
+"""Chained lowering: a program that already holds delegates is lowered
 again. ``test_lowering.py`` compares the chain cases of ``tests.models.registry`` (``chain_*``)
 with the reference on every path; these tests check what a multi-backend user
 reads from the result."""

@@ -26,7 +26,7 @@ from tests.models.partitioners import (
 # (to_edge_transform_and_lower(..., partitioner=[P1, P2]), to_backend twice)
 # --------------------------------------------------------------------------- #
 class TwoLinearAddMul(nn.Module):
-    """Issue #13's model: AddMulPartitionerDemo takes add/mul, XNNPACK the linears."""
+    """The chained-lowering model: AddMulPartitionerDemo takes add/mul, XNNPACK the linears."""
 
     def __init__(self) -> None:
         super().__init__()

@@ -422,7 +422,7 @@ MODEL_CASES: Dict[str, ModelCase] = {
             build_chain(AddMulPartitionerDemo, XnnpackPartitioner),
             runtime=False,  # BackendWithCompilerDemo is not in the pip runtime
             paths=ALL + ("etl",),
-            doc="issue #13: the second lowering must not replace the first one's delegates",
+            doc="chained lowering: the second lowering must not replace the first one's delegates",
         ),
         ModelCase(
             "chain_xnnpack_adds_then_xnnpack",

@@ -1,6 +1,6 @@
 """Hand-tagged programs (``_FnPartitioner`` over ``AddChain`` and friends): partition rules
 broken one at a time, tags missing from ``partition_tags``, and partitioner edits the
-reference's structure check does or does not see (issue #13).
+reference's structure check does or does not see.
 """
 
 from __future__ import annotations
@@ -117,7 +117,7 @@ def build_missing_tag() -> Built:
 
 # --------------------------------------------------------------------------- #
 # Partitioners that edit what the reference's is_identical_graph does not see,
-# and inputs that break two rules at once (issue #13)
+# and inputs that break two rules at once
 # --------------------------------------------------------------------------- #
 def _edit_add_alpha(ep):
     """Tags the first add and sets its ``alpha`` to 5: a valid edit both lower."""

@@ -1,5 +1,5 @@
 """The preprocess cache hits across processes: two separate processes lowering the same
-model with the same cache share every partition (issue 17), and the ``.pte`` is the same.
+model with the same cache share every partition, and the ``.pte`` is the same.
 
 Each lowering is its own ``python`` process: a key that holds anything that varies
 between processes (object ids, addresses, counters, temporary paths) makes the second
@@ -48,7 +48,7 @@ def test_second_process_hits_every_partition(model, tmp_path):
 
 @pytest.mark.slow  # the default run has it on export_llm (test_export_llm) and tests/cache
 def test_second_process_hits_the_lowering_cache(tmp_path):
-    """The whole ``to_edge_transform_and_lower`` (issue 18): the first process misses and
+    """The whole ``to_edge_transform_and_lower``: the first process misses and
     stores, a second one is served the programs (its report read off them: same
     partitions, no preprocess) and writes the same ``.pte`` (``to_executorch`` cached too)."""
     cache = tmp_path / "cache"

@@ -1,4 +1,4 @@
-"""ExecuTorch's own LLM export (``export_llm``) with fastlower, as users run it (issue 17).
+"""ExecuTorch's own LLM export (``export_llm``) with fastlower, as users run it.
 
 The tiny config in the default run: the reference (plain ``python``), then
 ``fastlower run`` twice with the same cache folder, each its own process. The three

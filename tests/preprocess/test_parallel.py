@@ -186,8 +186,8 @@ def test_options_block_is_per_thread():
 
 def test_workers_inherit_a_backends_warm_caches():
     """The first partition of a backend new to this process runs here, before the fork:
-    every worker inherits what that first preprocess filled (issue 17: without it each
-    worker traced XNNPACK's pattern graphs again for its first partition)."""
+    every worker inherits what that first preprocess filled (without it each
+    worker would trace XNNPACK's pattern graphs again for its first partition)."""
     from .helpers import PreprocessTestWarmUpBackend, delegates
 
     assert not PreprocessTestWarmUpBackend.warm
