@@ -12,11 +12,17 @@ from typing import List, Optional
 
 from tabulate import tabulate
 
-RUNS = ("reference", "serial", "cold", "warm", "warm-preprocess", "edited")
+RUNS = ("reference", "serial", "cold", "warm", "warm-preprocess", "reference-edited", "edited",
+        "reference-b", "refit-b")
 LABELS = {"reference": "reference", "serial": "fastlower, 1 worker, no cache",
           "cold": "fastlower, 2 workers, empty cache", "warm": "fastlower, same cache, new process",
           "warm-preprocess": "fastlower, same cache, lowering cache off",
-          "edited": "fastlower, one weight changed, same cache"}
+          "reference-edited": "reference, one weight changed",
+          "edited": "fastlower, one weight changed, same cache",
+          "reference-b": "reference, checkpoint B (every weight different)",
+          "refit-b": "fastlower, checkpoint B, cache of checkpoint A"}
+# a run compared with the reference of its own checkpoint
+OWN_REFERENCE = {"edited": "reference-edited", "refit-b": "reference-b"}
 
 
 def _ratio(reference: float, value: float) -> str:
@@ -33,12 +39,12 @@ def table(results: dict) -> str:
             run = runs.get(kind)
             if run is None:
                 continue
-            same = "" if kind == "reference" or reference is None else (
-                "n/a (other weights)" if kind == "edited" else
-                "yes" if run["pte_sha256"] == reference["pte_sha256"] else "NO")
+            own = runs.get(OWN_REFERENCE.get(kind, "reference"))
+            same = "" if kind.startswith("reference") or own is None else (
+                "yes" if run["pte_sha256"] == own["pte_sha256"] else "NO")
             lowering = run.get("lowering_cache") or []
             total = run["cache_hits"] + run["cache_misses"]
-            if kind in ("reference", "serial"):
+            if kind.startswith("reference") or kind == "serial":
                 hits = ""
             elif total == 0 and lowering == ["hit"]:
                 hits = "no to_backend ran (lowering cache: hit)"
@@ -46,10 +52,10 @@ def table(results: dict) -> str:
                 answers = ", ".join("off" if x is None else str(x) for x in lowering)
                 hits = f"{run['cache_hits']}/{total}" + (
                     f" (lowering cache: {answers})" if lowering else "")
-            ratios = ("", "", "") if kind == "reference" or reference is None else (
-                _ratio(reference["process_seconds"], run["process_seconds"]),
-                _ratio(reference["window_seconds"], run["window_seconds"]),
-                _ratio(reference["to_backend_seconds"], run["to_backend_seconds"]))
+            ratios = ("", "", "") if kind.startswith("reference") or own is None else (
+                _ratio(own["process_seconds"], run["process_seconds"]),
+                _ratio(own["window_seconds"], run["window_seconds"]),
+                _ratio(own["to_backend_seconds"], run["to_backend_seconds"]))
             rows.append([config, LABELS[kind],
                          f"{run['process_seconds']:.1f} s", ratios[0],
                          f"{run['window_seconds']:.1f} s", ratios[1],

@@ -13,11 +13,14 @@ Per config, in one session, in this order:
 * ``warm-preprocess``: the same again with ``FASTLOWER_LOWERING_CACHE=0``: every
                  partition from the preprocess cache, the edge stage and partitioners
                  run (a warm run without the lowering cache);
-* ``edited``:    the same, with one weight of the checkpoint changed (RMSNorm's of
-                 layer 0): a lowering-cache miss, the preprocess cache serving every
-                 partition that does not hold that weight. Its ``.pte`` differs from
-                 the reference's by design (the tests compare it with a reference run
-                 of the changed checkpoint).
+* ``edited``:    the same, with one weight of the checkpoint changed (the first
+                 element of layer 0's ``wq``): the lowering cache refits ``cold``'s
+                 entry (``fastlower.cache.refit``); compared with ``reference-edited``
+                 (ExecuTorch on that checkpoint) when it ran;
+* ``reference-b``: ExecuTorch on checkpoint B (seed 1: every weight different);
+* ``refit-b``:   ``fastlower run --workers 2`` on checkpoint B with the cache ``cold``
+                 filled (checkpoint A): a refit; its ratio is to ``reference-b``;
+* ``reference-edited``: ExecuTorch on ``edited``'s checkpoint.
 
 Each reports the whole process's wall time, the lowering window
 (``to_edge_transform_and_lower`` + ``to_executorch``), ``to_backend``'s time (both
@@ -59,11 +62,14 @@ from tests.pipeline.export_llm import CONFIGS, ExportRun, run_export  # noqa: E4
 
 NAMES = os.environ.get("FASTLOWER_BENCH_LLM_CONFIGS",
                        "stories15m-8da4w,stories110m-8da4w").split(",")
-ALL_RUNS = ("reference", "serial", "cold", "warm", "warm-preprocess", "edited")
+ALL_RUNS = ("reference", "serial", "cold", "warm", "warm-preprocess", "reference-edited",
+            "edited", "reference-b", "refit-b")
 # a subset, in this order (e.g. "reference,cold,warm" for the biggest config); the
 # reference always runs first, as every ratio is to it
 RUNS = tuple(os.environ.get("FASTLOWER_BENCH_LLM_RUNS", ",".join(ALL_RUNS)).split(","))
-NUDGED = "layers.0.attention_norm.weight"
+NUDGED = "layers.0.attention.wq.weight"
+# each run's own reference (its checkpoint's): the others' is "reference"
+OWN_REFERENCE = {"edited": "reference-edited", "refit-b": "reference-b"}
 ROUNDS = int(os.environ.get("FASTLOWER_BENCH_LLM_ROUNDS", "0") or 0)
 # what the interleaved rounds keep of each run, beyond the ratios
 PROFILED = ("process_seconds", "target_seconds", "calls", "lowering_cache_seconds",
@@ -89,6 +95,12 @@ def _run(kind: str, config, work: Path) -> ExportRun:
     cache = work / f"cache-{config.name}"
     if kind == "reference":
         return run_export("reference", config, work)
+    if kind == "reference-edited":
+        return run_export("reference", config, work, nudge=NUDGED)
+    if kind == "reference-b":
+        return run_export("reference", config, work, seed=1)
+    if kind == "refit-b":
+        return run_export("fastlower", config, work, workers=2, cache_dir=cache, seed=1)
     if kind == "serial":
         return run_export("fastlower", config, work, workers=1)
     if kind == "warm-preprocess":
@@ -114,14 +126,16 @@ def test_export_llm(benchmark, name, kind, work):
     print(f"\n{name} {kind}: process {run.process_seconds:.1f}s window {run.window_seconds:.1f}s "
           f"to_backend {run.to_backend_seconds:.1f}s hits {run.cache_hits} misses "
           f"{run.cache_misses} lowering cache {run.lowering_cache} pte {run.pte_sha256[:12]}")
-    if kind != "reference":
-        reference = runs.get("reference")
-        assert reference is not None, "run the reference first (same session)"
-        if kind == "edited":
-            assert run.pte_sha256 != reference.pte_sha256, "the changed weight changed nothing"
-            assert run.lowering_cache == ["miss"] and run.cache_hits > 0, run
+    if not kind.startswith("reference"):
+        reference = runs.get(OWN_REFERENCE.get(kind, "reference"))
+        if kind == "edited" and reference is None:  # no reference of that checkpoint ran
+            assert run.pte_sha256 != runs["reference"].pte_sha256, "the weight changed nothing"
+            reference = runs["reference"]
         else:
+            assert reference is not None, "run the reference first (same session)"
             assert run.pte_sha256 == reference.pte_sha256, f"{name} {kind}: .pte differs"
+        if kind in OWN_REFERENCE:  # a new checkpoint after "cold": refit from its entry
+            assert run.lowering_cache == ["refit"], run
         benchmark.extra_info["window_ratio"] = reference.window_seconds / run.window_seconds
         benchmark.extra_info["process_ratio"] = reference.process_seconds / run.process_seconds
     if kind == "warm":

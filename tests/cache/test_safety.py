@@ -163,6 +163,22 @@ def test_a_bad_entry_is_a_miss_with_one_warning_then_replaced(damage, filled, tm
     assert pte == lower_once.reference_pte("base")
 
 
+@pytest.mark.parametrize("damage", ["bytes flipped", "another version's entry", "foreign text"])
+def test_a_bad_structure_record_is_a_miss_with_one_warning(damage, filled, tmp_path):
+    """The record a new checkpoint is refit through (``fastlower.cache.refit``) is read
+    under the same rules as an entry: MAC first, a bad one is a miss, never decoded."""
+    folder = _copy_of(filled, tmp_path)
+    with contextlib.closing(sqlite3.connect(folder / "cache.db")) as db:
+        ((key, filename),) = db.execute("SELECT key, filename FROM Cache "
+                                        "WHERE key LIKE 'structure:%'")
+    DAMAGES[damage](folder, key, folder / filename)
+    with _cache_warnings() as seen, cache_at(folder):
+        manager, report = lower(small_aten("param"), **base_args())
+    assert report.lowering_cache == "miss" and not report.refit, report.refit
+    assert len(seen) == 1 and "damaged lowering cache entry" in seen[0] and key in seen[0], seen
+    assert bytes(manager.to_executorch().buffer) == lower_once.reference_pte("param")
+
+
 # --- two writers at once -----------------------------------------------------------------------
 
 def test_two_processes_storing_the_same_entry_at_once(tmp_path):
@@ -231,8 +247,9 @@ def _read_only_mount(folder: Path) -> Callable[[List[str]], List[str]]:
 
 
 def test_a_read_only_folder_is_used_for_lookups_only(filled, tmp_path):
-    """In a new process: the filled entry hits twice; a changed program misses, is lowered
-    as ExecuTorch lowers it, and nothing is written; one warning in all."""
+    """In a new process: the filled entry hits twice; a new weight is refit from it
+    (``fastlower.cache.refit``) to what ExecuTorch lowers, and nothing is written; one
+    warning in all."""
     folder = _copy_of(filled, tmp_path)
     _read_only(folder)
     try:
@@ -245,11 +262,9 @@ def test_a_read_only_folder_is_used_for_lookups_only(filled, tmp_path):
         _writable_again(folder)
     base, again, changed = result["steps"]
     assert (base["lowering_cache"], again["lowering_cache"], changed["lowering_cache"]) == \
-        ("hit", "hit", "miss")
+        ("hit", "hit", "refit")
     assert base["pte"] == again["pte"] == lower_once.reference_pte("base")
     assert changed["pte"] == lower_once.reference_pte("param")
-    # the preprocess cache reads the folder too: the partition without the moved weight hits
-    assert changed["cache_hits"] == {"BackendWithCompilerDemo": 1}
     assert len(result["warnings"]) == 1, result["warnings"]
     assert "cannot be written" in result["warnings"][0]
     assert [key for key, _ in _lowering_rows(folder)] == [base["key"]]

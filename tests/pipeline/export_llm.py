@@ -174,12 +174,14 @@ class ExportRun:
 
 def run_export(impl: str, config: LlmConfig, work: Path, *, cache_dir: Optional[Path] = None,
                workers: Optional[int] = None, extra_env: Optional[Dict[str, str]] = None,
-               nudge: Optional[str] = None, timeout: float = 3600,
+               nudge: Optional[str] = None, seed: int = 0, timeout: float = 3600,
                sample_interval: float = 0.2) -> ExportRun:
     """Export ``config`` in a fresh process with ``impl`` ("reference" or "fastlower");
-    ``nudge``: the checkpoint with that one weight changed (see :func:`model_files`)."""
-    weights = config.weights_name + (f"-nudged-{nudge.replace('.', '_')}" if nudge else "")
-    files = model_files(config, work / "model" / weights, nudge=nudge)
+    ``nudge``: the checkpoint with that one weight changed; ``seed``: the checkpoint of
+    that seed (another seed: every weight different; see :func:`model_files`)."""
+    weights = (config.weights_name + (f"-nudged-{nudge.replace('.', '_')}" if nudge else "")
+               + (f"-seed{seed}" if seed else ""))
+    files = model_files(config, work / "model" / weights, seed=seed, nudge=nudge)
     out_dir = work / f"out-{impl}-{time.monotonic_ns()}"
     out_dir.mkdir(parents=True)
     timings = out_dir / "timings.json"

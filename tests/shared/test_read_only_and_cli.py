@@ -62,7 +62,8 @@ def test_a_read_only_store_serves_lookups_and_takes_no_upload(tmp_path):
                             wrap=wrap, env={"FASTLOWER_SHARED_CACHE": url})
     assert _snapshot(store) == before, "something was written to the read-only store"
     changed, base = result["steps"]
-    assert (base["lowering_cache"], changed["lowering_cache"]) == ("hit", "miss")
+    # param: refit from base's entry, through base's structure record, both in the store
+    assert (base["lowering_cache"], changed["lowering_cache"]) == ("hit", "refit")
     assert base["pte"] == lower_once.reference_pte("base")
     assert changed["pte"] == lower_once.reference_pte("param")
     assert len(result["warnings"]) == 1 and "cannot be written" in result["warnings"][0], \
@@ -76,18 +77,19 @@ def test_cache_push_pull_and_info(tmp_path, capsys):
     status, key, pte, _ = lower(tmp_path / "a", "")  # filled without a store
     assert status == "miss"
     assert main(["cache", "push", "--cache-dir", str(tmp_path / "a"), "--shared-cache", url]) == 0
-    assert "1 copied, 0 already there, 0 rejected" in capsys.readouterr().out
+    # the entry and its structure record (fastlower.cache.refit)
+    assert "2 copied, 0 already there, 0 rejected" in capsys.readouterr().out
     assert main(["cache", "push", "--cache-dir", str(tmp_path / "a"), "--shared-cache", url]) == 0
-    assert "0 copied, 1 already there" in capsys.readouterr().out
+    assert "0 copied, 2 already there" in capsys.readouterr().out
     assert main(["cache", "pull", "--cache-dir", str(tmp_path / "b"), "--shared-cache", url]) == 0
-    assert "1 copied" in capsys.readouterr().out
+    assert "2 copied" in capsys.readouterr().out
     status, key_b, pte_b, told = lower(tmp_path / "b", "")  # the local folder alone
     assert (status, key_b, pte_b, told) == ("hit", key, pte, [])
     lower(tmp_path / "c", url)  # a run through the store: its counts are recorded at exit
     fastlower.shared.stats.save_all()
     assert main(["cache", "info", "--cache-dir", str(tmp_path / "c"), "--shared-cache", url]) == 0
     shown = capsys.readouterr().out
-    assert f"shared cache: {url}: 1 lowering entries" in shown, shown
+    assert f"shared cache: {url}: 1 lowering entries (+1 structure records)" in shown, shown
     assert "1 hits, 0 misses" in shown, shown
 
 

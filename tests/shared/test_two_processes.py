@@ -49,7 +49,8 @@ def test_a_second_process_with_an_empty_folder_hits_every_entry(tmp_path, moto):
         step, step2 = first[kind]["steps"][0], second[kind]["steps"][0]
         assert (step["lowering_cache"], step["to_executorch_hit"]) == ("miss", False), kind
         assert first[kind]["warnings"] == [] and second[kind]["warnings"] == [], kind
-        assert len(stored[kind]) == 2, stored  # the lowering's entry and to_executorch's
+        # the lowering's entry, its structure record (fastlower.cache.refit), to_executorch's
+        assert len(stored[kind]) == 3, stored
         assert (step2["lowering_cache"], step2["to_executorch_hit"]) == ("hit", True), kind
         assert step2["key"] == step["key"]
         assert step2["pte"] == step["pte"] == reference, kind

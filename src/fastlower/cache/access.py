@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import logging
 import warnings
-from typing import Any, BinaryIO, Callable, Dict, Optional, Tuple
+from typing import Any, BinaryIO, Callable, Dict, Optional, Sequence, Tuple
 
 from ..preprocess.cache import CacheWarning
 from ..preprocess.folder import UntrustedFolder, tell_once, warn_read_only, warn_untrusted
@@ -112,9 +112,10 @@ def store_checked(store: LoweringStore, key: str, info: Dict[str, Any], payload:
 
 
 def store_soon(store: LoweringStore, settings: LoweringCacheSettings, key: str, size: int,
-               write: Callable[[LoweringStore], Any]) -> None:
+               write: Callable[[LoweringStore], Any], also: Sequence[str] = ()) -> None:
     """``write(store)`` now, or, for an entry of ``size`` bytes that :mod:`.detached` takes,
-    ``write`` on the child's own connection to the same folder (``store`` is closed first)."""
+    ``write`` on the child's own connection to the same folder (``store`` is closed first).
+    ``also``: keys ``write`` stores after ``key`` (copied to a shared store after it)."""
 
     def in_child() -> None:
         own = LoweringStore(settings.directory, settings.size_limit, settings.key_file)
@@ -125,4 +126,5 @@ def store_soon(store: LoweringStore, settings: LoweringCacheSettings, key: str, 
 
     if not detached.store_detached(key, size, in_child, before_fork=store.close):
         write(store)
-    shared_tier.upload_soon(settings, key)
+    for written in (key, *also):  # one upload thread: in this order
+        shared_tier.upload_soon(settings, written)

@@ -78,14 +78,24 @@ class ProgramCanonical(Canonical):
     programs can be compared line by line (verify mode names the first difference).
     """
 
-    def __init__(self, tensor_digests: Optional[TensorDigests] = None, record: bool = False):
+    def __init__(self, tensor_digests: Optional[TensorDigests] = None, record: bool = False,
+                 structure: bool = False):
         super().__init__(tensor_digests)
         self.objects = ObjectCanonical(lambda t: self.tensor(t, with_data=True))
         self.where = ""
         self.lines: Optional[List[tuple]] = [] if record else None
+        # structure=True: a second hash of the same text with the values of the top-level
+        # programs' parameters, buffers and constants left out (:mod:`.refit`)
+        self.structure = xxhash.xxh3_128() if structure else None
+        self._depth = 0  # programs being written (a lowered module's inside its owner)
+        self._values = True  # False while writing a structure-only text
 
-    def write(self, text: str) -> None:
+    def write(self, text: str, structure_text: Optional[str] = None) -> None:
         super().write(text)
+        if self.structure is not None:
+            self.structure.update((text if structure_text is None else structure_text)
+                                  .encode("utf-8", "surrogatepass"))
+            self.structure.update(b"\x1f")
         if self.lines is not None:
             self.lines.append((self.where, text))
 
@@ -150,9 +160,47 @@ class ProgramCanonical(Canonical):
             self.where = outer
 
     def program(self, program: ExportedProgram) -> None:
-        super().program(program)
+        self._depth += 1
+        try:
+            super().program(program)
+        finally:
+            self._depth -= 1
         self.write(f"verifiers:{','.join(_verifier_text(v) for v in program.verifiers)}")
-        self.write(f"example_inputs:{self.meta_value(program.example_inputs)}")
+        self.write(f"example_inputs:{self.meta_value(program.example_inputs)}",
+                   f"example_inputs:{self._without_values(program.example_inputs)}")
+
+    def _without_values(self, value: Any) -> str:
+        """``meta_value(value)`` with every tensor by its layout alone."""
+        self._values = False
+        try:
+            return self.meta_value(value)
+        finally:
+            self._values = True
+
+    def tensor(self, t: torch.Tensor, with_data: bool) -> str:
+        return super().tensor(t, with_data and self._values)
+
+
+    def program_constants(self, program: ExportedProgram) -> None:
+        if self.structure is None or self._depth > 1:
+            super().program_constants(program)
+            return
+        for name, tensor in program.state_dict.items():
+            self.write(f"state:{name}={self.tensor(tensor, with_data=True)}",
+                       f"state:{name}={self.layout(tensor)}")
+        for name, value in program.constants.items():
+            without = self.layout(value) if isinstance(value, torch.Tensor) else self.value(value)
+            self.write(f"constant:{name}={self.value(value)}", f"constant:{name}={without}")
+
+    def layout(self, tensor: torch.Tensor) -> str:
+        """A tensor without its values (a subclass: its inner tensors' layouts and context)."""
+        flatten = getattr(type(tensor), "__tensor_flatten__", None)
+        if type(tensor) in (torch.Tensor, torch.nn.Parameter) or flatten is None:
+            return self.tensor(tensor, with_data=False)
+        attrs, ctx = tensor.__tensor_flatten__()
+        inner = ",".join(f"{a}={self.layout(getattr(tensor, a))}" for a in attrs)
+        return (f"{type(tensor).__module__}.{type(tensor).__qualname__}"
+                f"({inner};{self.objects.text(ctx, 'tensor subclass context')})")
 
 
 def _verifier_text(cls: type) -> str:
@@ -171,6 +219,10 @@ class LoweringKey:
     key: str
     seconds: float
     lines: Optional[List[tuple]] = None  # (where, text) when asked for (``record=True``)
+    # the same key with the programs' constant values left out (:mod:`.refit`), and each
+    # method's plain-tensor constants by name -> content digest (what the key hashed)
+    structure: Optional[str] = None
+    digests: Optional[Dict[str, Dict[str, str]]] = None
 
 
 def method_programs(programs: Any) -> Dict[str, ExportedProgram]:
@@ -191,7 +243,7 @@ def lowering_key(programs: Any, transform_passes: Any, partitioner: Any,
         if not isinstance(program, ExportedProgram):
             raise Uncacheable(f"method {name!r} is a {type(program).__name__}, "
                               "not an ExportedProgram")
-    canonical = ProgramCanonical(record=record)
+    canonical = ProgramCanonical(record=record, structure=True)
     canonical.write(f"fastlower-lowering-cache:{ENTRY_FORMAT}")
     canonical.write(f"versions:{versions()};fastlower-source={fastlower_source()};"
                     f"python={platform.python_version()}")
@@ -209,5 +261,22 @@ def lowering_key(programs: Any, transform_passes: Any, partitioner: Any,
     canonical.write(f"transform_passes:{objects.text(transform_passes, 'transform_passes')}")
     canonical.write(f"constant_methods:{objects.text(constant_methods, 'constant_methods')}")
     canonical.write(f"compile_config:{objects.text(compile_config, 'compile_config')}")
+    structure = canonical.structure.hexdigest() if canonical.structure is not None else ""
     return LoweringKey("lowering:" + canonical.hasher.hexdigest(), time.perf_counter() - start,
-                       canonical.lines)
+                       canonical.lines, "structure:" + structure,
+                       {name: constant_digests(program, canonical.tensor_digests)
+                        for name, program in methods.items()})
+
+
+def constant_digests(program: ExportedProgram, digests: TensorDigests) -> Dict[str, str]:
+    """The program's parameters, buffers and constants (tensor subclasses by their inner
+    tensors, ``name.attr``): name -> the content digest the key wrote for it (memoized by
+    object in ``digests``)."""
+    from ..refit.provenance import flat_constants
+
+    found = {}
+    for name, value in flat_constants(program, strict=False).items():
+        known = digests.get(id(value))
+        if known is not None and known[0] is value:
+            found[name] = known[1]
+    return found

@@ -48,6 +48,7 @@ from . import access, compare, manifest
 from .errors import LoweringCacheVerificationError, Uncacheable
 from .key import LoweringKey, lowering_key, method_programs
 from ..report.memory import record_peak
+from .refit import Refit, store_record, try_refit
 from .report import report_from_programs
 from .settings import LoweringCacheSettings, resolve
 from .. import phases
@@ -84,56 +85,6 @@ def to_edge_transform_and_lower(  # noqa: C901
     compile_config: Optional[EdgeCompileConfig] = None,
     generate_etrecord: bool = False,
 ) -> "EdgeProgramManager":
-    """
-    :func:`to_edge_transform_and_lower` constructs an EdgeProgramManager from a set of
-    exported programs in ATen dialect. It differs fundamentally from to_edge in that it
-    combines the conversion of the ATen dialect to the edge dialect program, then running
-    the transformation passes and then subsequently lowering the programs to their
-    corresponding backends all into a single API.
-
-    This is fundamentally useful for lowering to backends that have ops registered that they
-    do not want to be decomposed and thus rely on matching with these non-decomposed ops. For
-    these sorts of backends this is the *only* API that should be used to lower to the edge
-    dialect. Using a combination of to_edge(...) and to_backend(...) will result in inconsistent
-    or wrong behavior.
-
-    This API is the primary recommended way to lower to the CPU based XNNPack backend.
-
-    Args:
-        programs: Can be a single ExportedProgram or a dictionary mapping function names
-            to their corresponding ExportedPrograms. If only a single ExportedProgram is
-            provided it will be assigned the name "forward".
-
-        transform_passes: The transform_passes can be one of:
-            1) a list of passes -
-                all methods in the given EdgeProgramManager will be transformed with the
-                provided passes.
-            2) a dictionary -
-                only method names specified in the dictionary will be transformed
-                with their corresponding passes
-            3) an instance of a PassManager (either a GraphModulePassManager or an
-                ExportedProgramPassManager) -
-                all methods in the given EdgeProgramManager will be
-                transformed with the given PassManager instance.
-
-        partitioner: The partitioner can either be a Partitioner subclass instance, or a
-            dictionary mapping method names to Partitioner subclass instance. If it is a
-            Partitioner subclass, all programs in the given EdgeProgramManager will be lowered
-            using the given partitioner. If it is a dictionary, only method names specified in
-            the dictionary will be lowered with the given partitioner.
-
-        constant_methods: An optional dictionary of method name to the constant value
-            returned by that method in eager mode. Often used to store config information on
-            Edge models.
-
-        compile_config: An optional argument used to provide greater control over the
-            transformation to edge dialect process.
-
-        generate_etrecord: An optional argument used to generate an etrecord for debugging purposes.
-
-    Returns:
-        EdgeProgramManager
-    """
     check_versions()
     args = dict(transform_passes=transform_passes, partitioner=partitioner,
                 constant_methods=constant_methods, compile_config=compile_config,
@@ -157,6 +108,10 @@ def to_edge_transform_and_lower(  # noqa: C901
         store.close()
 
 
+# the reference's docstring, word for word (help(), IDEs)
+to_edge_transform_and_lower.__doc__ = reference().__doc__
+
+
 def _cached(store: LoweringStore, key: LoweringKey, settings: LoweringCacheSettings,
             programs: Any, args: Dict[str, Any]) -> EdgeProgramManager:
     seconds = {"key": key.seconds}
@@ -169,31 +124,53 @@ def _cached(store: LoweringStore, key: LoweringKey, settings: LoweringCacheSetti
         report = report_from_programs(manager._edge_programs, "hit", key.key, seconds)
         _publish(report, manager)
         return manager
+    refit = try_refit(store, key, programs) if found is None else None
+    if refit is not None and refit.programs is not None:
+        seconds["refit"] = refit.seconds
+        if not settings.verify:
+            return _refitted(store, settings, key, refit, args, seconds)
     start = time.perf_counter()
     manager, added_ops = _lower_recording(programs, args)
     seconds["lower"] = time.perf_counter() - start
-    if found is not None:  # verify mode
+    cached = found[1]["programs"] if found is not None else (
+        refit.programs if refit is not None else None)
+    if cached is not None:  # verify mode
         fresh = compare.describe(manager._edge_programs, manager._config_methods)
-        cached = compare.describe(found[1]["programs"], manager._config_methods)
-        difference = compare.first_difference(fresh, cached)
+        difference = compare.first_difference(
+            fresh, compare.describe(cached, manager._config_methods))
         if difference is not None:
             raise LoweringCacheVerificationError(difference, key.key, str(settings.directory))
-        _mark_report(manager, "verified", key.key, seconds)
-        return manager
-    if store.read_only:
-        _mark_report(manager, "miss", key.key, seconds)
-        return manager
-    start = time.perf_counter()
-    _store_soon(store, settings, key.key, manager, added_ops, seconds["lower"])
-    seconds["store"] = time.perf_counter() - start
-    _mark_report(manager, "miss", key.key, seconds)
+        _mark_report(manager, "verified", key.key, seconds, refit)
+        if found is not None:
+            return manager
+    if not store.read_only:
+        start = time.perf_counter()
+        _store_soon(store, settings, key, manager, added_ops, seconds["lower"])
+        seconds["store"] = time.perf_counter() - start
+    if cached is None:
+        _mark_report(manager, "miss", key.key, seconds, refit)
     return manager
 
 
-def _store(store: LoweringStore, key: str, manager: EdgeProgramManager, added_ops: List[str],
-           lower_seconds: float) -> None:
-    info = {"backends": manifest.backends_of(manager._edge_programs),
-            "exception_ops": added_ops, "lower_seconds": lower_seconds,
+def _refitted(store: LoweringStore, settings: LoweringCacheSettings, key: LoweringKey,
+              refit: Refit, args: Dict[str, Any], seconds: Dict[str, float]) -> EdgeProgramManager:
+    """The manager of a refit lowering (:mod:`.refit`), stored under its own key."""
+    manager = _manager(refit.programs or {}, refit.info, args)
+    if not store.read_only:
+        start = time.perf_counter()
+        _store_soon(store, settings, key, manager, list(refit.info.get("exception_ops", [])),
+                    float(refit.info.get("lower_seconds", 0.0)))
+        seconds["store"] = time.perf_counter() - start
+    report = report_from_programs(manager._edge_programs, "refit", key.key, seconds)
+    report.refit = refit.as_report()
+    _publish(report, manager)
+    return manager
+
+
+def _store(store: LoweringStore, key: LoweringKey, manager: EdgeProgramManager,
+           added_ops: List[str], lower_seconds: float) -> None:
+    backends = manifest.backends_of(manager._edge_programs)
+    info = {"backends": backends, "exception_ops": added_ops, "lower_seconds": lower_seconds,
             "created": time.time()}
     fresh = compare.describe(manager._edge_programs)
 
@@ -201,14 +178,17 @@ def _store(store: LoweringStore, key: str, manager: EdgeProgramManager, added_op
         return compare.first_difference(fresh, compare.describe(copy_back["programs"]),
                                         "lowered", "stored copy")
 
-    access.store_checked(store, key, info, {"programs": dict(manager._edge_programs)}, same)
+    if access.store_checked(store, key.key, info, {"programs": dict(manager._edge_programs)},
+                            same):
+        store_record(store, key, backends)
 
 
-def _store_soon(store: LoweringStore, settings: LoweringCacheSettings, key: str,
+def _store_soon(store: LoweringStore, settings: LoweringCacheSettings, key: LoweringKey,
                 manager: EdgeProgramManager, added_ops: List[str], lower_seconds: float) -> None:
     """:func:`_store`, in a forked child when the entry is large (:mod:`.detached`)."""
-    access.store_soon(store, settings, key, _data_bytes(manager._edge_programs.values()),
-                      lambda target: _store(target, key, manager, added_ops, lower_seconds))
+    access.store_soon(store, settings, key.key, _data_bytes(manager._edge_programs.values()),
+                      lambda target: _store(target, key, manager, added_ops, lower_seconds),
+                      also=(key.structure,) if key.structure else ())
 
 
 def _data_bytes(programs: Iterable[ExportedProgram]) -> int:
@@ -286,7 +266,7 @@ def _publish(report, manager: EdgeProgramManager) -> None:
 
 
 def _mark_report(manager: EdgeProgramManager, status: str, key: str,
-                 seconds: Dict[str, float]) -> None:
+                 seconds: Dict[str, float], refit: Optional[Refit] = None) -> None:
     """The live lowering's report (its last ``to_backend``), marked; a lowering that ran no
     ``to_backend`` (no partitioner) gets one read off its programs."""
     from ..report import registry
@@ -297,8 +277,10 @@ def _mark_report(manager: EdgeProgramManager, status: str, key: str,
         for record in report.partition_records:
             record.cache_hit = None
         report.cache_hits.clear()
+        report.refit = refit.as_report() if refit is not None else {}
         _publish(report, manager)
         return
+    report.refit = refit.as_report() if refit is not None else {}
     report.lowering_cache = status
     report.lowering_cache_key = key
     report.lowering_cache_seconds = dict(seconds)

@@ -260,6 +260,9 @@ class Canonical:
         self.write(f"signature:{program.graph_signature}")
         self.write(f"ranges:{_ADDRESS.sub('', str(program.range_constraints))}")
         self.write(f"calls:{self.value(program.module_call_graph)}")
+        self.program_constants(program)
+
+    def program_constants(self, program: ExportedProgram) -> None:
         for name, tensor in program.state_dict.items():
             self.write(f"state:{name}={self.tensor(tensor, with_data=True)}")
         for name, value in program.constants.items():

@@ -27,9 +27,11 @@ nodes              every ``call_function`` node in topological order (bodies of
                    method, graph, partition (tag or null), backend (or null)
 timing             seconds: total, phases {name: s}, external {partitioner,
                    backend}, own (the lowering machinery's share)
-lowering_cache     optional: {status, key, seconds {step: s}} when the lowering
-                   cache of ``to_edge_transform_and_lower`` took part (status
-                   "hit", "miss", "verified" or "uncacheable")
+lowering_cache     optional: {status, key, seconds {step: s}, refit (optional)}
+                   when the lowering cache of ``to_edge_transform_and_lower``
+                   took part (status "hit", "refit", "miss", "verified" or
+                   "uncacheable"); refit: {source, tensors, changed, delegates,
+                   remade, templates, reused} or {source, refused}
 preprocess_classes optional: partitions of one structure {classes, derived,
                    verified, fallbacks [{tag, why}]} (``fastlower.structure``)
 memory             peak resident set in bytes from the process's start to the
@@ -95,7 +97,8 @@ def to_dict(report: ReportData) -> Dict[str, Any]:
         "timing": {"total": report.seconds, "phases": dict(report.phases),
                    "external": dict(report.external), "own": report.own_seconds},
         **({"lowering_cache": {"status": report.lowering_cache, "key": report.lowering_cache_key,
-                               "seconds": dict(report.lowering_cache_seconds)}}
+                               "seconds": dict(report.lowering_cache_seconds),
+                               **({"refit": dict(report.refit)} if report.refit else {})}}
            if report.lowering_cache is not None else {}),
         **({"preprocess_classes": report.preprocess_classes}
            if report.preprocess_classes else {}),

@@ -138,12 +138,18 @@ class ReportData:
     # method, preprocess_seconds, cache_hit (None: not cached)}
     preprocess_records: List[Dict[str, object]] = field(default_factory=list)
     # the lowering cache (``fastlower.cache``) of ``to_edge_transform_and_lower``: None when
-    # it took no part, else "hit" (this report was read off the cached programs), "miss"
+    # it took no part, else "hit" (this report was read off the cached programs), "refit"
+    # (a new checkpoint of a cached structure, ``fastlower.cache.refit``), "miss"
     # (lowered and stored), "verified" (verify mode: lowered, equal to the entry) or
     # "uncacheable" (an input has no canonical form); its key and its time per step
     lowering_cache: Optional[str] = None
     lowering_cache_key: str = ""
     lowering_cache_seconds: Dict[str, float] = field(default_factory=dict)
+    # a new checkpoint of a lowered structure (``fastlower.cache.refit``): {source (the
+    # entry refit), tensors, changed, delegates, remade, templates, reused [stages]} when
+    # the lowering was refit, {source, refused (why)} when a structure matched but could
+    # not be refit; empty otherwise
+    refit: Dict[str, Any] = field(default_factory=dict)
     # peak resident set, in bytes, from the process's start to the end of this lowering:
     # this process's and its largest waited-for child's (preprocess workers, a cache
     # store's child), from ``getrusage`` (``report.memory.record_peak``); 0: not measured
@@ -243,7 +249,8 @@ class ReportData:
         if self.lowering_cache is None:
             return ""
         steps = ", ".join(f"{k} {v:.3f}s" for k, v in self.lowering_cache_seconds.items())
-        return f"\nlowering cache: {self.lowering_cache}" + (f" ({steps})" if steps else "")
+        return (f"\nlowering cache: {self.lowering_cache}" + (f" ({steps})" if steps else "")
+                + (f"\n{refit_line(self.refit)}" if self.refit else ""))
 
     def record_classes(self, stats: Dict[str, Any]) -> None:
         """Add one preprocess batch's structural-class counts (``ClassStats.as_dict``);
@@ -294,3 +301,12 @@ def _coverage(nodes: List[NodeRecord], backend: Optional[str]) -> Coverage:
         taken = [n for n in nodes if n.backend == backend]
     return Coverage(delegated_nodes=len(taken), total_nodes=len(nodes),
                     delegated_ops=len({n.op for n in taken}), total_ops=len(all_ops))
+
+
+def refit_line(refit: Dict[str, Any]) -> str:
+    """One line about a refit (:attr:`LoweringReport.refit`)."""
+    if "refused" in refit:
+        return f"refit: not possible ({refit['refused']})"
+    return (f"refit: {refit.get('changed', 0)} of {refit.get('tensors', 0)} constants changed, "
+            f"{refit.get('remade', 0)} of {refit.get('delegates', 0)} delegates re-made; reused: "
+            + ", ".join(refit.get("reused", [])))

@@ -6,7 +6,7 @@ from typing import List
 
 from tabulate import tabulate
 
-from .model import ReportData
+from .model import ReportData, refit_line
 
 #: partitions / operators / left-out nodes listed in full up to this many rows
 MAX_ROWS = 15
@@ -85,4 +85,6 @@ def summary(report: ReportData, max_rows: int = MAX_ROWS) -> str:
         lines.append(f"lowering cache: {report.lowering_cache}"
                      + (f" (key {report.lowering_cache_key[9:21]})" if report.lowering_cache_key
                         else ""))
+        if report.refit:
+            lines.append(refit_line(report.refit))
     return "\n".join(lines)

@@ -46,7 +46,9 @@ def describe(shared: SharedSettings, folder: Path) -> str:
     try:
         found = list(StoreClient(shared).entries())
         total = sum(size for _, size in found)
-        lines.append(f"shared cache: {shared.url}: {len(found)} lowering entries, "
+        records = sum(1 for key, _ in found if key.startswith("structure:"))
+        lines.append(f"shared cache: {shared.url}: {len(found) - records} lowering entries"
+                     f"{f' (+{records} structure records)' if records else ''}, "
                      f"{_human(total)}")
     except StoreUnavailable as exc:
         lines.append(f"shared cache: {shared.url}: cannot be listed ({exc})")

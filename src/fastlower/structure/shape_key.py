@@ -75,7 +75,7 @@ def partition_shape(job: PreprocessJob) -> PartitionShape:
     write_backend(canonical, job)
     program = job.program
     canonical.graph(program.graph_module)
-    constants, handles = _constants(program), []
+    constants, handles = constants_of(program), []
     for node in program.graph.nodes:
         handles.append(node.meta.get("debug_handle"))
     canonical.write(f"signature:{_signature(program)}")
@@ -93,7 +93,7 @@ def _signature(program: ExportedProgram) -> Tuple:
     return inputs, outputs
 
 
-def _constants(program: ExportedProgram) -> List[torch.Tensor]:
+def constants_of(program: ExportedProgram) -> List[torch.Tensor]:
     """The tensors behind the program's constant inputs, in placeholder order; a
     non-tensor constant (a script object) raises :class:`TypeError`."""
     found = []

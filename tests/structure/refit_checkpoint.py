@@ -1,0 +1,60 @@
+"""Lower one checkpoint through the lowering cache in a process of its own (a subprocess
+of the refit tests): ``python -m tests.structure.refit_checkpoint OUT.json FAMILY QMODE
+SEED [--one-weight]``.
+
+The model is ``tests.structure.models.aten_program(FAMILY, QMODE, n_layers=2,
+seed=SEED)``; ``--one-weight`` moves one element of one delegated weight (the first
+floating-point constant of the first attention projection) after export. The call is
+``fastlower.cache.to_edge_transform_and_lower`` with XNNPACK's partitioners, then
+``to_executorch``; the cache folder is ``FASTLOWER_CACHE_DIR``. ``OUT.json``: the
+report's ``lowering_cache`` and ``refit``, the seconds of the lowering window, and the
+``.pte`` (written to ``OUT.json.pte``).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+from tests.edge.models import partitioners
+from tests.structure.models import aten_program
+
+PROJECTIONS = ("attention.wq", "self_attn.q_proj", "conv1")
+
+
+def program_of(family: str, qmode: str, seed: int, one_weight: bool):
+    program = aten_program(family, qmode, n_layers=2, seed=seed)
+    if one_weight:
+        from fastlower.refit.provenance import flat_constants
+
+        name, tensor = next((n, t) for n, t in flat_constants(program).items()
+                            if any(p in n for p in PROJECTIONS) and t.is_floating_point())
+        with torch.no_grad():
+            tensor.view(-1)[0] *= 2
+    return program
+
+
+def main() -> None:
+    out, family, qmode, seed = Path(sys.argv[1]), sys.argv[2], sys.argv[3], int(sys.argv[4])
+    from fastlower import report_for
+    from fastlower.cache import to_edge_transform_and_lower
+    from fastlower.report.text import summary
+
+    program = program_of(family, qmode, seed, "--one-weight" in sys.argv)
+    start = time.perf_counter()
+    manager = to_edge_transform_and_lower(program, partitioner=partitioners("xnnpack"))
+    executorch = manager.to_executorch()
+    seconds = time.perf_counter() - start
+    report = report_for(manager)
+    out.with_name(out.name + ".pte").write_bytes(executorch.buffer)
+    out.write_text(json.dumps({"lowering_cache": report.lowering_cache, "refit": report.refit,
+                               "seconds": seconds, "text": report.format(),
+                               "summary": summary(report)}))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,91 @@
+"""A new checkpoint in a new process: the lowering cache's entry for checkpoint A refit
+with B's weights (``fastlower.cache.refit``), byte for byte ExecuTorch's own lowering of B.
+
+Each lowering runs in a process of its own on one cache folder: A (seed 0) misses and
+stores, B (seed 1: every weight different) is refit from A's entry, with no edge stage,
+partitioner or preprocess, for the export_llm model class and a Hugging Face decoder in
+fp32 and 8da4w; the conv net, whose BatchNorm XNNPACK folds into the convolution's
+weight (a constant computed from values), is refused and lowered for real. Every
+``.pte`` is compared with ExecuTorch's lowering of the same weights. Verify mode lowers
+B for real as well and compares the programs.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any, Dict
+
+import pytest
+
+from tests.edge.models import partitioners
+from tests.structure.models import lower
+from tests.structure.refit_checkpoint import program_of
+
+ROOT = Path(__file__).resolve().parents[2]
+CASES = [(family, qmode) for family in ("executorch_llama", "hf_llama", "conv")
+         for qmode in ("fp32", "8da4w")]
+
+
+def _in_process(tmp_path: Path, cache: Path, family: str, qmode: str, seed: int,
+                *flags: str, verify: bool = False) -> Dict[str, Any]:
+    out = tmp_path / f"{family}-{qmode}-{seed}{''.join(flags)}-{verify}.json"
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("FASTLOWER_CACHE_VERIFY", "FASTLOWER_LOWERING_CACHE")}
+    env.update(FASTLOWER_CACHE_DIR=str(cache), FASTLOWER_WORKERS="1", PYTHONPATH=str(ROOT),
+               **({"FASTLOWER_CACHE_VERIFY": "1"} if verify else {}))
+    done = subprocess.run([sys.executable, "-m", "tests.structure.refit_checkpoint", str(out),
+                           family, qmode, str(seed), *flags], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-4000:]
+    found = json.loads(out.read_text())
+    found["pte"] = out.with_name(out.name + ".pte").read_bytes()
+    return found
+
+
+def _reference(family: str, qmode: str, seed: int, one_weight: bool = False) -> bytes:
+    return lower(program_of(family, qmode, seed, one_weight), partitioners("xnnpack"),
+                 fastlower=False)[1].buffer
+
+
+@pytest.mark.parametrize("family,qmode", CASES)
+def test_a_new_checkpoint_is_refit_byte_for_byte(tmp_path, family, qmode):
+    cache = tmp_path / "cache"
+    first = _in_process(tmp_path, cache, family, qmode, 0)
+    second = _in_process(tmp_path, cache, family, qmode, 1)
+    assert first["lowering_cache"] == "miss" and not first["refit"], first
+    refit = second["refit"]
+    if family == "conv":
+        assert second["lowering_cache"] == "miss", second
+        assert "no catalog step of a constant" in refit["refused"], refit
+    else:
+        assert second["lowering_cache"] == "refit", second
+        assert refit["changed"] > 0 and refit["remade"] > 0, refit
+        assert refit["reused"] == ["edge stage", "partitioners", "preprocess"]
+        for text in (second["text"], second["summary"]):
+            assert f"refit: {refit['changed']} of {refit['tensors']} constants changed" in text
+    assert second["pte"] == _reference(family, qmode, 1)
+    assert second["pte"] != first["pte"]
+    again = _in_process(tmp_path, cache, family, qmode, 1)  # B's own entry now
+    assert again["lowering_cache"] == "hit" and again["pte"] == second["pte"]
+
+
+def test_one_changed_weight_remakes_one_delegate(tmp_path):
+    cache = tmp_path / "cache"
+    _in_process(tmp_path, cache, "executorch_llama", "8da4w", 0)
+    moved = _in_process(tmp_path, cache, "executorch_llama", "8da4w", 0, "--one-weight")
+    refit = moved["refit"]
+    assert moved["lowering_cache"] == "refit", moved
+    assert (refit["changed"], refit["remade"]) == (1, 1), refit
+    assert moved["pte"] == _reference("executorch_llama", "8da4w", 0, one_weight=True)
+
+
+def test_verify_mode_lowers_the_refit_checkpoint_again_and_compares(tmp_path):
+    cache = tmp_path / "cache"
+    _in_process(tmp_path, cache, "hf_llama", "8da4w", 0)
+    checked = _in_process(tmp_path, cache, "hf_llama", "8da4w", 1, verify=True)
+    assert checked["lowering_cache"] == "verified" and checked["refit"]["remade"] > 0, checked
+    assert checked["pte"] == _reference("hf_llama", "8da4w", 1)
