@@ -1,0 +1,58 @@
+"""The rules a refit follows to trace each stored tensor to the new checkpoint
+(``fastlower.refit.provenance``), one by one, on small tensors."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from fastlower.refit.provenance import NotRefittable, Sources, digest, same_pattern
+
+
+def _sources(a: dict, b: dict, numbers=()) -> Sources:
+    by_digest: dict = {}
+    for name, tensor in a.items():
+        by_digest.setdefault(digest(tensor), []).append(name)
+    changed = {n for n in a if digest(a[n]) != digest(b[n])}
+    return Sources(by_digest, b, changed, set(numbers))
+
+
+def test_a_stored_input_constant_becomes_the_new_checkpoints():
+    a = {"w": torch.arange(6.0).reshape(2, 3), "b": torch.ones(3)}
+    b = {"w": torch.arange(6.0).reshape(2, 3) + 1, "b": torch.ones(3)}
+    new, changed = _sources(a, b).new_value("w", a["w"].clone())
+    assert changed and torch.equal(new, b["w"])
+    new, changed = _sources(a, b).new_value("b", torch.ones(3))
+    assert not changed and new is b["b"]
+
+
+def test_a_parameter_stays_a_parameter_with_the_stored_strides():
+    a = {"w": torch.arange(6.0).reshape(2, 3)}
+    b = {"w": -torch.arange(6.0).reshape(2, 3)}
+    stored = torch.nn.Parameter(a["w"].t().contiguous().t(), requires_grad=False)
+    new, _ = _sources(a, b).new_value("w", stored)
+    assert isinstance(new, torch.nn.Parameter) and not new.requires_grad
+    assert new.stride() == stored.stride() and torch.equal(new, b["w"])
+
+
+def test_same_bytes_in_another_shape_or_dtype_is_no_provenance():
+    a = {"w": torch.arange(6.0).reshape(2, 3)}
+    with pytest.raises(NotRefittable, match="no input constant"):
+        _sources(a, a).new_value("x", torch.arange(6.0).reshape(3, 2))
+
+
+def test_a_literal_of_the_graph_is_kept_and_a_computed_value_refused():
+    a = {"w": torch.ones(2)}
+    sources = _sources(a, a, numbers=[1e-5, 2])
+    eps = torch.tensor(1e-5)
+    assert sources.new_value("eps", eps) == (eps, False)
+    with pytest.raises(NotRefittable, match="a pass computed it from values"):
+        sources.new_value("folded", torch.tensor(0.123))
+
+
+def test_inputs_equal_in_one_checkpoint_only_refuse():
+    a = {"m/x": "d1", "m/y": "d1", "m/z": "d2"}
+    assert same_pattern(a, {"m/x": "e1", "m/y": "e1", "m/z": "e2"}) is None
+    assert "equals another in one checkpoint only" in same_pattern(
+        a, {"m/x": "e1", "m/y": "e3", "m/z": "e2"})
+    assert "differ by name" in same_pattern(a, {"m/x": "e1", "m/y": "e1"})
