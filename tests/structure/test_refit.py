@@ -71,6 +71,11 @@ def test_a_new_checkpoint_is_refit_byte_for_byte(tmp_path, family, qmode):
     assert second["pte"] != first["pte"]
     again = _in_process(tmp_path, cache, family, qmode, 1)  # B's own entry now
     assert again["lowering_cache"] == "hit" and again["pte"] == second["pte"]
+    if family == "conv":  # the refusal lies in the structure: remembered, not tried again
+        third = _in_process(tmp_path, cache, family, qmode, 2)
+        assert third["lowering_cache"] == "miss", third
+        assert third["refit"]["refused"] == refit["refused"], third
+        assert third["pte"] == _reference(family, qmode, 2)
 
 
 def test_one_changed_weight_remakes_one_delegate(tmp_path):

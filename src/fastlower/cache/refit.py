@@ -63,11 +63,22 @@ def record(key: LoweringKey, backends: List[Any]) -> Optional[Dict[str, Any]]:
     return {"backends": backends, "refit_source": key.key, "digests": key.digests}
 
 
-def store_record(store: LoweringStore, key: LoweringKey, backends: List[Any]) -> None:
+def store_record(store: LoweringStore, key: LoweringKey, backends: List[Any],
+                 refused: str = "") -> None:
+    """The record of the entry just stored under ``key`` (it replaces the structure's last
+    one), or, with ``refused``, the record that this structure cannot be refit. A refused
+    record stays: what refused it lies in the structure, not in the weights."""
     info = record(key, backends)
-    if info is not None:
-        access.store_checked(store, key.structure or "", info, {"programs": {}},
-                             lambda copy: None)
+    if info is None:
+        return
+    if refused:
+        info["refused"] = refused
+    else:
+        found = access.lookup(store, key.structure or "")
+        if found is not None and found[0].get("refused"):
+            return
+    access.store_checked(store, key.structure or "", info, {"programs": {}},
+                         lambda copy: None)
 
 
 def try_refit(store: LoweringStore, key: LoweringKey, programs: Any) -> Optional[Refit]:
@@ -81,6 +92,9 @@ def try_refit(store: LoweringStore, key: LoweringKey, programs: Any) -> Optional
     start = time.perf_counter()
     info = found[0]
     refit = Refit(source=str(info.get("refit_source", "")))
+    if info.get("refused"):  # an earlier checkpoint showed this structure cannot be refit
+        refit.refused = str(info["refused"])
+        return refit
     entry = access.lookup(store, refit.source) if refit.source.startswith("lowering:") else None
     if entry is None:
         return None
@@ -92,6 +106,8 @@ def try_refit(store: LoweringStore, key: LoweringKey, programs: Any) -> Optional
     except NotRefittable as why:
         refit.programs, refit.summary, refit.refused = None, None, str(why)
         log.debug("structure %s found, not refit: %s", key.structure, why)
+        if why.structural and not store.read_only:
+            store_record(store, key, list(found[0].get("backends", [])), refused=str(why))
     refit.seconds = time.perf_counter() - start
     return refit
 

@@ -23,6 +23,7 @@ from torch.export import ExportedProgram
 
 from ..backends import find_backend
 from ..preprocess.jobs import PreprocessJob
+from ..structure import constant_bytes
 from ..structure.classes import DERIVERS
 from ..structure.shape_key import PartitionShape, constants_of, partition_shape
 from ..structure.template import NotDerivable, Template, derive, learn
@@ -63,7 +64,8 @@ def _swap_constants(where: str, program: ExportedProgram, sources: Sources,
     for table in (program.state_dict, program.constants):
         for name, value in list(table.items()):
             if type(value) not in (torch.Tensor, torch.nn.Parameter):
-                raise NotRefittable(f"{where}: constant {name!r} is a {type(value).__name__}")
+                raise NotRefittable(f"{where}: constant {name!r} is a {type(value).__name__}",
+                                    structural=True)
             new, differs = sources.new_value(f"{where}: constant {name!r}", value)
             table[name] = new
             summary.tensors += 1
@@ -76,7 +78,7 @@ def _refit_delegate(where: str, module: LoweredBackendModule, sources: Sources,
                     summary: RefitSummary) -> None:
     original = module.original_module
     if any(True for _ in lowered_modules(original)):
-        raise NotRefittable(f"{where}: a delegate inside a delegate")
+        raise NotRefittable(f"{where}: a delegate inside a delegate", structural=True)
     summary.delegates += 1
     before = _shape(module) if module.backend_id in DERIVERS else None
     if not _swap_constants(where, original, sources, summary):
@@ -115,9 +117,11 @@ def _template_for(where: str, shape: PartitionShape, stored: PreprocessResult,
     try:
         template = learn(shape, stored)
     except NotDerivable as why:
-        raise NotRefittable(f"{where}: {why}") from why
+        raise NotRefittable(f"{where}: {why}",
+                            structural=constant_bytes.AMBIGUOUS not in str(why)) from why
     if not _remakes(template, shape, stored):
-        raise NotRefittable(f"{where}: its stored payload is not re-made from its constants")
+        raise NotRefittable(f"{where}: its stored payload is not re-made from its constants",
+                            structural=True)
     templates[shape.key] = template
     return template
 

@@ -28,7 +28,13 @@ from torch.export import ExportedProgram
 
 
 class NotRefittable(Exception):
-    """The stored lowering cannot be re-made for the new weights; the message says why."""
+    """The stored lowering cannot be re-made for the new weights; the message says why.
+    ``structural``: the reason lies in the stored lowering alone (what a pass or backend
+    did to its structure), so no checkpoint of that structure can be refit."""
+
+    def __init__(self, message: str, structural: bool = False) -> None:
+        super().__init__(message)
+        self.structural = structural
 
 
 def flat_constants(program: ExportedProgram, strict: bool = True) -> Dict[str, torch.Tensor]:
@@ -132,7 +138,7 @@ class Sources:
         if stored.numel() == 1 and _is_literal(stored, self.numbers):
             return stored, False
         raise NotRefittable(f"{where} is no input constant and no literal of the program "
-                            "(a pass computed it from values)")
+                            "(a pass computed it from values)", structural=True)
 
 
 def _is_literal(tensor: torch.Tensor, numbers: Set[float]) -> bool:

@@ -59,6 +59,9 @@ STEPS: Dict[str, Callable[[torch.Tensor], bytes]] = {
     "channels_last": _channels_last, "packed_4bit": _packed_4bit,
 }
 PREFIXES = ("", "scale_")
+# why explain() gives up when two equal constants hash to one key: a fact of these
+# values, not of the structure (another checkpoint's may differ)
+AMBIGUOUS = "comes from two equal constants"
 
 
 def digest(data: bytes) -> str:
@@ -100,6 +103,6 @@ def explain(keys: Sequence[str], constants: Sequence[torch.Tensor]
         if not sources:
             return None, f"named data {key[:18]}... is no catalog step of a constant"
         if len({position for position, _ in sources}) > 1:
-            return None, f"named data {key[:18]}... comes from two equal constants"
+            return None, f"named data {key[:18]}... {AMBIGUOUS}"
         found.append(sources[0])
     return found, ""
