@@ -60,7 +60,7 @@ def main() -> None:
 
     workers = None
     if args.impl == "fastlower":
-        from fastlower.preprocess.settings import resolve
+        from fastlower.preprocess.configuration import resolve
 
         workers = resolve().workers
     benchlib.PeakRss.prepare()

@@ -27,7 +27,7 @@ def main() -> None:
 
     import fastlower
     import fastlower.preprocess as pp
-    import fastlower.preprocess.run as run_module
+    import fastlower.preprocess.partitions as run_module
     from fastlower.examples.llama import export_llama
     from fastlower.preprocess import executors, transport
 

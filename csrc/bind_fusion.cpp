@@ -36,9 +36,9 @@ enum Field : int {
     F_POS,
     F_GETITEM_INDEX,
     F_PARTITION_OF,
-    F_DH,
-    F_FAKE,
-    F_PRIO,
+    F_DEBUG_HANDLE,
+    F_HAS_FAKE_VAL,
+    F_PRIORITIZED,
 };
 
 // PartitionPlan (fastlower._schema), given by register_types: the extension imports
@@ -114,9 +114,9 @@ struct NodeView {
             case F_POS: return py::int_(c.pos[i]);
             case F_GETITEM_INDEX: return py::int_(c.getitem_index[i]);
             case F_PARTITION_OF: return py::int_(c.partition_of[i]);
-            case F_DH: return py::int_(c.dh[i]);
-            case F_FAKE: return py::int_(static_cast<int>(c.fake[i]));
-            case F_PRIO: return py::int_(static_cast<int>(c.prio[i]));
+            case F_DEBUG_HANDLE: return py::int_(c.debug_handle[i]);
+            case F_HAS_FAKE_VAL: return py::int_(static_cast<int>(c.has_fake_val[i]));
+            case F_PRIORITIZED: return py::int_(static_cast<int>(c.prioritized[i]));
         }
         throw std::logic_error("bad field");
     }
@@ -138,7 +138,7 @@ struct NodeView {
 
 FusionCore &core_of(PySim &s) { return *s.core; }
 
-int64_t sat(py::handle x) { return pyconv::to_i64_saturating(x.ptr()); }
+int64_t clamp_to_int64(py::handle x) { return pyconv::to_i64_saturating(x.ptr()); }
 
 }  // namespace
 
@@ -253,9 +253,9 @@ void def_node_views(py::class_<PySim> &cls) {
         .def_property_readonly("pos", view(F_POS))
         .def_property_readonly("getitem_index", view(F_GETITEM_INDEX))
         .def_property_readonly("partition_of", view(F_PARTITION_OF))
-        .def_property_readonly("dh", view(F_DH))
-        .def_property_readonly("fake", view(F_FAKE))
-        .def_property_readonly("prio", view(F_PRIO));
+        .def_property_readonly("debug_handle", view(F_DEBUG_HANDLE))
+        .def_property_readonly("has_fake_val", view(F_HAS_FAKE_VAL))
+        .def_property_readonly("prioritized", view(F_PRIORITIZED));
 }
 
 // the simulator's graph-level state
@@ -284,16 +284,17 @@ void def_steps(py::class_<PySim> &cls) {
         .def("renumber", [](PySim &s) { s.core->renumber(); })
         // ids arrive clamped to int64 (pyconv::to_i64_saturating): the core's range
         // checks then reject a value beyond int64 like any other bad id
-        .def("members", [](PySim &s, py::handle tag) { return to_list(s.core->members(sat(tag))); })
+        .def("members",
+             [](PySim &s, py::handle tag) { return to_list(s.core->members(clamp_to_int64(tag))); })
         .def(
             "duplicate_constant",
             [](PySim &s, py::handle c) {
-                auto made = core_of(s).duplicate_constant(sat(c));
+                auto made = core_of(s).duplicate_constant(clamp_to_int64(c));
                 s.publish_copies();
                 return to_list(made);
             },
             py::arg("c"))
-        .def("retag_constant", [](PySim &s, py::handle c) { s.core->retag_constant(sat(c)); })
+        .def("retag_constant", [](PySim &s, py::handle c) { s.core->retag_constant(clamp_to_int64(c)); })
         .def("find_cycle",
              [](PySim &s, py::handle members) -> py::object {
                  std::vector<int32_t> path;
@@ -302,7 +303,7 @@ void def_steps(py::class_<PySim> &cls) {
              })
         .def("fuse",
              [](PySim &s, py::handle tag, py::handle members) {
-                 int32_t pid = s.core->fuse(sat(tag), pyconv::ints_saturating(members));
+                 int32_t pid = s.core->fuse(clamp_to_int64(tag), pyconv::ints_saturating(members));
                  py::object plan = make_plan(s.core->partitions[pid]);
                  s.partitions.append(plan);
                  return plan;
@@ -310,7 +311,7 @@ void def_steps(py::class_<PySim> &cls) {
         .def("legalize", [](PySim &s) { s.core->legalize(); })
         .def("insert_delegate",
              [](PySim &s, py::handle pid_arg) {
-                 const int64_t pid = sat(pid_arg);
+                 const int64_t pid = clamp_to_int64(pid_arg);
                  s.core->insert_delegate(pid);
                  const PartitionData &p = s.core->partitions[pid];
                  py::object plan = s.partitions[static_cast<size_t>(pid)];

@@ -1,5 +1,5 @@
 // Area "partition": canonical partitioners' propose_partitions
-// (twin: fastlower/_twin/partition.py).  Conversion only: the core checks its input
+// (twin: fastlower/_twin/partition_proposals.py).  Conversion only: the core checks its input
 // and throws PartitionInputError / PartitionIndexError, which pybind11 turns into
 // ValueError / IndexError (std::invalid_argument / std::out_of_range).
 #include "bindings.hpp"

@@ -85,7 +85,7 @@ py::dict graph_fields(const FusionCore &c) {
     d["tags"] = pyconv::to_list(c.tags);
     d["alive"] = alive;
     d["getitem_index"] = pyconv::to_list(c.getitem_index);
-    d["debug_handles"] = pyconv::to_list(c.dh);
+    d["debug_handles"] = pyconv::to_list(c.debug_handle);
     d["copies"] = pyconv::to_list(c.copies);
     d["copy_target"] = copy_target;
     d["out_args"] = pyconv::to_list(c.out_args);

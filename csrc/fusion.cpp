@@ -36,12 +36,12 @@ FusionCore::FusionCore(GraphInput &&g, const std::vector<std::string> &tag_names
     kind.assign(n, KIND_ORIGINAL);
     origin.resize(n);
     std::iota(origin.begin(), origin.end(), 0);
-    prio = std::move(g.prioritized);
+    prioritized = std::move(g.prioritized);
     inputs = std::move(g.inputs);
     names = std::move(g.names);
     tags = std::move(g.tags);
-    dh = std::move(g.debug_handles);
-    fake = std::move(g.fake_vals);
+    debug_handle = std::move(g.debug_handles);
+    has_fake_val = std::move(g.fake_vals);
     alive.assign(n, 1);
     getitem_index.assign(n, -1);
     partition_of.assign(n, -1);
@@ -120,7 +120,7 @@ void FusionCore::index_names(int32_t n) {
         name_base_[i] = info.base;
         name_num_[i] = info.has_num ? info.num : -1;
     }
-    for (int32_t i = 0; i < n; ++i) ++dh_count_[dh[i]];
+    for (int32_t i = 0; i < n; ++i) ++debug_handle_count_[debug_handle[i]];
 }
 
 // -- edges --------------------------------------------------------------------
@@ -170,14 +170,14 @@ int32_t FusionCore::new_node(int32_t node_op, int32_t node_kind, const std::vect
     op.push_back(node_op);
     kind.push_back(node_kind);
     origin.push_back(node_origin);
-    prio.push_back(0);
+    prioritized.push_back(0);
     inputs.push_back(ins);
     names.push_back(name.name);
     name_base_.push_back(name.base);
     name_num_.push_back(name.has_num ? name.num : -1);
     tags.push_back(-1);
-    dh.push_back(0);
-    fake.push_back(0);
+    debug_handle.push_back(0);
+    has_fake_val.push_back(0);
     alive.push_back(1);
     getitem_index.push_back(-1);
     partition_of.push_back(-1);
@@ -188,7 +188,7 @@ int32_t FusionCore::new_node(int32_t node_op, int32_t node_kind, const std::vect
     u_tail_.push_back(-1);
     u_count_.push_back(0);
     in_edge_.emplace_back(ins.size(), -1);
-    ++dh_count_[0];
+    ++debug_handle_count_[0];
     for (size_t k = 0; k < ins.size(); ++k) in_edge_[i][k] = link_edge(ins[k], i);
     return i;
 }
@@ -263,13 +263,13 @@ void FusionCore::replace_all_uses(int32_t old_node, int32_t new_node_id) {
     for (int32_t u : us) replace_input(u, old_node, new_node_id);
 }
 
-void FusionCore::set_dh(int32_t i, int64_t v) {
+void FusionCore::set_debug_handle(int32_t i, int64_t v) {
     if (alive[i]) {
-        auto it = dh_count_.find(dh[i]);
-        if (--it->second == 0) dh_count_.erase(it);
-        ++dh_count_[v];
+        auto it = debug_handle_count_.find(debug_handle[i]);
+        if (--it->second == 0) debug_handle_count_.erase(it);
+        ++debug_handle_count_[v];
     }
-    dh[i] = v;
+    debug_handle[i] = v;
 }
 
 void FusionCore::erase(int32_t i) {
@@ -279,8 +279,8 @@ void FusionCore::erase(int32_t i) {
             e = -1;
         }
     if (alive[i]) {
-        auto it = dh_count_.find(dh[i]);
-        if (--it->second == 0) dh_count_.erase(it);
+        auto it = debug_handle_count_.find(debug_handle[i]);
+        if (--it->second == 0) debug_handle_count_.erase(it);
         erased_since_rebuild_.push_back(i);
     }
     alive[i] = 0;
@@ -300,8 +300,8 @@ std::vector<int32_t> FusionCore::duplicate_constant(int64_t c_arg) {
         NameInfo nm = create_name(snake_case(fqn, *hooks_));
         const int32_t k = new_node(OP_PLACEHOLDER, KIND_CONSTANT_COPY, {}, nm, c);
         copy_fqn.push_back(std::move(fqn));
-        set_dh(k, dh[c]);
-        fake[k] = fake[c];
+        set_debug_handle(k, debug_handle[c]);
+        has_fake_val[k] = has_fake_val[c];
         tags[k] = tags[c];
         link_before(k, c);
         replace_input(us[ith], c, k);

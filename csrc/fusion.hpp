@@ -98,8 +98,8 @@ class FusionCore {
     // -- state read by the binding (same meaning as the twin's attributes) --
     int32_t n_orig;
     std::vector<int32_t> op, kind, origin, pos, getitem_index, partition_of;
-    std::vector<int64_t> tags, dh;
-    std::vector<uint8_t> prio, fake, alive;
+    std::vector<int64_t> tags, debug_handle;
+    std::vector<uint8_t> prioritized, has_fake_val, alive;
     std::vector<std::string> names;
     std::vector<std::vector<int32_t>> inputs;
     std::vector<int64_t> out_args, out_kinds, out_targets, out_specs;
@@ -142,7 +142,7 @@ class FusionCore {
     void legalize();
     // the delegate's debug handle: one more than the top-level graph's largest (the
     // simulator's top, else this graph) unless given
-    void insert_delegate(int64_t pid, std::optional<int64_t> debug_handle = std::nullopt);
+    void insert_delegate(int64_t pid, std::optional<int64_t> given_debug_handle = std::nullopt);
     int64_t max_debug_handle() const;
 
   private:
@@ -156,7 +156,7 @@ class FusionCore {
     void replace_all_uses(int32_t old_node, int32_t new_node);
     void replace_input(int32_t u, int32_t old_node, int32_t new_node);
     void erase(int32_t i);
-    void set_dh(int32_t i, int64_t v);
+    void set_debug_handle(int32_t i, int64_t v);
     void classify_outputs(int32_t pid);
     void adjust_owning_program(int32_t pid);
     void check_fusible(int64_t tag, const std::vector<int64_t> &members);
@@ -194,7 +194,7 @@ class FusionCore {
     std::vector<int32_t> erased_since_rebuild_;
     std::vector<std::string> fused_candidates_;
     // alive debug handles (multiset) for max_debug_handle
-    std::map<int64_t, int64_t> dh_count_;
+    std::map<int64_t, int64_t> debug_handle_count_;
     std::vector<int64_t> g_roles_, g_targets_;
     // scratch
     Marks mark_a_, mark_b_, mark_dedup_;

@@ -10,7 +10,7 @@
 namespace fastlower {
 
 // -- delegate insertion -------------------------------------------------------
-void FusionCore::insert_delegate(int64_t pid_arg, std::optional<int64_t> debug_handle) {
+void FusionCore::insert_delegate(int64_t pid_arg, std::optional<int64_t> given_debug_handle) {
     const int64_t n_parts = static_cast<int64_t>(partitions.size());
     if (pid_arg < 0 || pid_arg >= n_parts)
         checks::index_error("insert_delegate: pid is not a partition id in [0, " + std::to_string(n_parts) + ")");
@@ -36,13 +36,13 @@ void FusionCore::insert_delegate(int64_t pid_arg, std::optional<int64_t> debug_h
     PartitionData &plan = partitions[pid];
     plan.get_attr = ga;
     plan.delegate = cd;
-    if (debug_handle) {
-        plan.debug_handle = *debug_handle;
+    if (given_debug_handle) {
+        plan.debug_handle = *given_debug_handle;
     } else {
         const int64_t top_max = top_core ? top_core->max_debug_handle() : top_fn ? top_fn() : max_debug_handle();
         plan.debug_handle = top_max + 1;
     }
-    set_dh(cd, plan.debug_handle);
+    set_debug_handle(cd, plan.debug_handle);
     std::vector<int32_t> us;
     users_of(cm, us);
     for (int32_t u : us) replace_input(u, cm, cd);
@@ -95,6 +95,8 @@ void FusionCore::adjust_owning_program(int32_t pid) {
     }
 }
 
-int64_t FusionCore::max_debug_handle() const { return dh_count_.empty() ? 0 : dh_count_.rbegin()->first; }
+int64_t FusionCore::max_debug_handle() const {
+    return debug_handle_count_.empty() ? 0 : debug_handle_count_.rbegin()->first;
+}
 
 }  // namespace fastlower

@@ -120,16 +120,16 @@ int32_t FusionCore::fuse(int64_t tag, const std::vector<int64_t> &member_ids) {
     if (plan.outputs.size() == 1) {
         const int32_t out = plan.outputs[0];
         origin[cm] = out;
-        set_dh(cm, dh[out]);
+        set_debug_handle(cm, debug_handle[out]);
         replace_all_uses(out, cm);
-        if (fake[out]) {
+        if (has_fake_val[out]) {
             plan.single_output = true;
             NameInfo gname = create_name("getitem");
             const int32_t gi = new_node(OP_CALL_FUNCTION, KIND_GETITEM, {cm}, gname, out);
             getitem_index[gi] = 0;
             partition_of[gi] = pid;
-            set_dh(gi, dh[out]);
-            fake[gi] = 1;
+            set_debug_handle(gi, debug_handle[out]);
+            has_fake_val[gi] = 1;
             link_after(gi, cm);
             std::vector<int32_t> us;
             users_of(cm, us);
@@ -146,8 +146,8 @@ int32_t FusionCore::fuse(int64_t tag, const std::vector<int64_t> &member_ids) {
             const int32_t gi = new_node(OP_CALL_FUNCTION, KIND_GETITEM, {cm}, gname, out);
             getitem_index[gi] = static_cast<int32_t>(i);
             partition_of[gi] = pid;
-            set_dh(gi, dh[out]);
-            fake[gi] = fake[out];
+            set_debug_handle(gi, debug_handle[out]);
+            has_fake_val[gi] = has_fake_val[out];
             if (anchor_next == -1)
                 link_after(gi, last);
             else
@@ -248,7 +248,7 @@ const std::vector<int32_t> &FusionCore::kahn_order() {
             const int32_t u = edges_[e].dst;
             if (!alive[u]) throw NodeKeyError(u);
             if (--indeg_[u] == 0) {
-                if (prio[u])
+                if (prioritized[u])
                     queue_[--h] = u;
                 else
                     queue_[t++] = u;

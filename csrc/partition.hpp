@@ -1,6 +1,6 @@
 // Canonical partitioners' propose_partitions (torch.fx CapabilityBasedPartitioner,
 // ExecuTorch GroupBasedPartitioner), exactly, without transitive closures.
-// Twin: fastlower/_twin/partition.py (its module docstring describes the encoding).
+// Twin: fastlower/_twin/partition_proposals.py (its module docstring describes the encoding).
 #pragma once
 
 #include <cstdint>

@@ -1,5 +1,5 @@
 // ExecuTorch GroupBasedPartitioner.propose_partitions, exactly (partition.hpp);
-// follows fastlower/_twin/partition.py step by step (same names where possible):
+// follows fastlower/_twin/partition_proposals.py step by step (same names where possible):
 // group_of_nodes, seed_partitions, PairMerge (grow, escapes_and_returns, merge_all),
 // reassign_getitems, finish.
 #include <algorithm>

@@ -51,7 +51,7 @@ def _fork_preprocess_workers():
     except ImportError:  # the suites that need fastlower say so themselves
         yield
         return
-    previous = pp.settings.current().start_method
+    previous = pp.configuration.current().start_method
     pp.set_options(start_method="fork")
     yield
     pp.set_options(start_method=previous)

@@ -122,7 +122,7 @@ def test_choices(monkeypatch):
 
 # ----------------------------------------------------------------------- the consumers
 def test_preprocess_options_fall_back_to_the_environment(monkeypatch, tmp_path):
-    from fastlower.preprocess import settings as pp
+    from fastlower.preprocess import configuration as pp
 
     monkeypatch.setattr(pp, "_CURRENT", pp.PreprocessOptions())
     monkeypatch.setenv(settings.WORKERS, "2")
@@ -144,7 +144,7 @@ def test_preprocess_options_fall_back_to_the_environment(monkeypatch, tmp_path):
 
 
 def test_a_variable_is_checked_only_when_its_option_is_unset(monkeypatch):
-    from fastlower.preprocess import settings as pp
+    from fastlower.preprocess import configuration as pp
 
     monkeypatch.setattr(pp, "_CURRENT", pp.PreprocessOptions())
     monkeypatch.setenv(settings.WORKERS, "many")
@@ -155,7 +155,7 @@ def test_a_variable_is_checked_only_when_its_option_is_unset(monkeypatch):
 
 
 def test_lowering_cache_switch(monkeypatch):
-    from fastlower.cache import settings as cache_settings
+    from fastlower.cache import configuration as cache_settings
 
     assert not cache_settings.switched_off()
     monkeypatch.setenv(settings.LOWERING_CACHE, "off")

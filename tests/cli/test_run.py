@@ -18,7 +18,7 @@ import jsonschema
 import pytest
 
 from fastlower.report import json as report_json
-from fastlower.run import numbered
+from fastlower.script_runner import numbered
 from tests.stack_probe import CALLS
 
 REPO = Path(__file__).resolve().parents[2]
@@ -94,7 +94,7 @@ def test_run_module_raising_is_python_m(tmp_path):
                                 "fastlower run: the script made no lowering: no report written\n")
     for done in (direct, ours):
         assert 'run_script.py", line' in done.stderr
-    assert "fastlower/run.py" not in ours.stderr and "runpy" not in ours.stderr
+    assert "fastlower/script_runner.py" not in ours.stderr and "runpy" not in ours.stderr
     seen = [json.loads((tmp_path / d / "seen.json").read_text()) for d in ("direct", "ours")]
     for record, folder in zip(seen, ("direct", "ours")):
         assert record.pop("path0") == str(tmp_path / folder)  # python -m: the current folder

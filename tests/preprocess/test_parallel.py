@@ -53,7 +53,7 @@ def test_environment_sets_workers(monkeypatch):
 def test_default_workers_are_the_usable_cores(monkeypatch):
     monkeypatch.delenv("FASTLOWER_WORKERS", raising=False)
     assert pp.default_workers() == len(os.sched_getaffinity(0))
-    assert pp.settings.resolve().workers == pp.default_workers()
+    assert pp.configuration.resolve().workers == pp.default_workers()
 
 
 def test_one_partition_stays_serial():
@@ -119,13 +119,13 @@ def test_progress_bar_when_asked(capsys):
 def test_options_restore_previous():
     with pp.options(workers=3, cache_dir="/nonexistent"):
         with pp.options(workers=1):
-            assert pp.settings.current().workers == 1
-            assert str(pp.settings.current().cache_dir) == "/nonexistent"
-        assert pp.settings.current().workers == 3
-    assert pp.settings.current().workers is None
+            assert pp.configuration.current().workers == 1
+            assert str(pp.configuration.current().cache_dir) == "/nonexistent"
+        assert pp.configuration.current().workers == 3
+    assert pp.configuration.current().workers is None
     with pytest.raises(ValueError):
         with pp.options(workers=0):
-            pp.settings.resolve()
+            pp.configuration.resolve()
 
 
 def test_two_threads_lower_at_once_on_fork_pools():
@@ -172,13 +172,13 @@ def test_options_block_is_per_thread():
         with pp.options(workers=5):
             inside.set()
             leave.wait(10)
-            seen["other"] = pp.settings.resolve().workers
+            seen["other"] = pp.configuration.resolve().workers
 
     thread = threading.Thread(target=other)
     with pp.options(workers=2):
         thread.start()
         inside.wait(10)
-        seen["main"] = pp.settings.resolve().workers
+        seen["main"] = pp.configuration.resolve().workers
         leave.set()
         thread.join()
     assert seen == {"main": 2, "other": 5}

@@ -86,16 +86,17 @@ def test_spawn_runs_in_process_a_backend_defined_in_a_function():
 
 
 def test_start_method_option_and_environment(monkeypatch):
-    monkeypatch.setattr(pp.settings, "_CURRENT", pp.settings.PreprocessOptions())  # no pin
+    # no pinned start method
+    monkeypatch.setattr(pp.configuration, "_CURRENT", pp.configuration.PreprocessOptions())
     monkeypatch.delenv("FASTLOWER_START_METHOD", raising=False)
-    assert pp.settings.resolve().start_method == "auto"
+    assert pp.configuration.resolve().start_method == "auto"
     monkeypatch.setenv("FASTLOWER_START_METHOD", "Spawn")
-    assert pp.settings.resolve().start_method == "spawn"
+    assert pp.configuration.resolve().start_method == "spawn"
     with pp.options(start_method="fork"):
-        assert pp.settings.resolve().start_method == "fork"
+        assert pp.configuration.resolve().start_method == "fork"
     monkeypatch.setenv("FASTLOWER_START_METHOD", "vfork")
     with pytest.raises(ValueError, match="start_method"):
-        pp.settings.resolve()
+        pp.configuration.resolve()
 
 
 def test_spawn_pool_gives_the_serial_result():

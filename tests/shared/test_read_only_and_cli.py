@@ -13,7 +13,7 @@ import pytest
 import fastlower.shared
 from fastlower import settings as env
 from fastlower.cli import main
-from fastlower.shared.settings import SharedStoreSettingsError, parse_url, resolve
+from fastlower.shared.configuration import SharedStoreSettingsError, parse_url, resolve
 from tests.cache import lower_once
 
 from .test_failures import lower

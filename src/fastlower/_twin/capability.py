@@ -1,5 +1,5 @@
 """torch.fx ``CapabilityBasedPartitioner.propose_partitions`` (torch 2.13), exactly, on the
-flat encoding described in :mod:`.partition` (twin of csrc/partition_capability.cpp).
+flat encoding described in :mod:`.partition_proposals` (twin of csrc/partition_capability.cpp).
 
 The reference walks nodes in reverse topological order; a supported node starts a
 partition, then a *chain* of merge attempts runs: the running partition tries to absorb

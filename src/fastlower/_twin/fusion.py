@@ -51,13 +51,13 @@ class FusionSimulator(NodeGraph):
         self.op = list(g.op)
         self.kind = [KIND_ORIGINAL] * n
         self.origin = list(range(n))  # original node a copy/getitem derives from
-        self.prio = list(g.prioritized)
+        self.prioritized = list(g.prioritized)
         self.inputs: List[List[int]] = [list(x) for x in g.inputs]
         self.users: List[Dict[int, None]] = [dict.fromkeys(u) for u in g.users]
         self.names = list(g.names)
         self.tags = list(g.tags)
-        self.dh = list(g.debug_handles)
-        self.fake = list(g.fake_vals)
+        self.debug_handle = list(g.debug_handles)
+        self.has_fake_val = list(g.fake_vals)
         self.alive = [True] * n
         self.getitem_index: List[int] = [-1] * n
         self.partition_of: List[int] = [-1] * n  # partition a call/getitem/delegate belongs to
@@ -96,8 +96,8 @@ class FusionSimulator(NodeGraph):
             k = self._new_node(OP_PLACEHOLDER, KIND_CONSTANT_COPY, [],
                                self.ns.create(snake_case(fqn)), c)
             self.copy_target[k] = fqn
-            self.dh[k] = self.dh[c]
-            self.fake[k] = self.fake[c]
+            self.debug_handle[k] = self.debug_handle[c]
+            self.has_fake_val[k] = self.has_fake_val[c]
             self.tags[k] = self.tags[c]
             self._link_before(k, c)
             # fastlower rewrites every occurrence, including inside list arguments
@@ -191,16 +191,16 @@ class FusionSimulator(NodeGraph):
         if len(plan.outputs) == 1:
             out = plan.outputs[0]
             self.origin[cm] = out
-            self.dh[cm] = self.dh[out]
+            self.debug_handle[cm] = self.debug_handle[out]
             self._replace_all_uses(out, cm)
-            if self.fake[out]:
+            if self.has_fake_val[out]:
                 plan.single_output = True
                 gi = self._new_node(OP_CALL_FUNCTION, KIND_GETITEM, [cm],
                                     self.ns.create("getitem"), out)
                 self.getitem_index[gi] = 0
                 self.partition_of[gi] = pid
-                self.dh[gi] = self.dh[out]
-                self.fake[gi] = 1
+                self.debug_handle[gi] = self.debug_handle[out]
+                self.has_fake_val[gi] = 1
                 self._link_after(gi, cm)
                 for u in list(self.users[cm]):
                     if u != gi:
@@ -214,8 +214,8 @@ class FusionSimulator(NodeGraph):
                                     self.ns.create("getitem"), out)
                 self.getitem_index[gi] = i
                 self.partition_of[gi] = pid
-                self.dh[gi] = self.dh[out]
-                self.fake[gi] = self.fake[out]
+                self.debug_handle[gi] = self.debug_handle[out]
+                self.has_fake_val[gi] = self.has_fake_val[out]
                 if anchor_next == -1:
                     self._link_after(gi, last)
                 else:
@@ -290,7 +290,7 @@ class FusionSimulator(NodeGraph):
         plan.get_attr, plan.delegate = ga, cd
         plan.debug_handle = (self.top.max_debug_handle() + 1 if debug_handle is None
                              else debug_handle)
-        self.dh[cd] = plan.debug_handle
+        self.debug_handle[cd] = plan.debug_handle
         for u in list(self.users[cm]):
             self._replace_input(u, cm, cd)
         self._erase(cm)
@@ -326,4 +326,4 @@ class FusionSimulator(NodeGraph):
                     break
 
     def max_debug_handle(self) -> int:
-        return max((self.dh[i] for i in range(len(self.op)) if self.alive[i]), default=0)
+        return max((self.debug_handle[i] for i in range(len(self.op)) if self.alive[i]), default=0)

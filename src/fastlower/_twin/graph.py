@@ -25,13 +25,13 @@ class NodeGraph:
     op: List[int]
     kind: List[int]
     origin: List[int]
-    prio: List[int]
+    prioritized: List[int]
     inputs: List[List[int]]
     users: List[Dict[int, None]]
     names: List[str]
     tags: List[int]
-    dh: List[int]
-    fake: List[int]
+    debug_handle: List[int]
+    has_fake_val: List[int]
     alive: List[bool]
     getitem_index: List[int]
     partition_of: List[int]
@@ -49,13 +49,13 @@ class NodeGraph:
         self.op.append(op)
         self.kind.append(kind)
         self.origin.append(origin)
-        self.prio.append(0)
+        self.prioritized.append(0)
         self.inputs.append(inputs)
         self.users.append({})
         self.names.append(name)
         self.tags.append(-1)
-        self.dh.append(0)
-        self.fake.append(0)
+        self.debug_handle.append(0)
+        self.has_fake_val.append(0)
         self.alive.append(True)
         self.getitem_index.append(-1)
         self.partition_of.append(-1)
@@ -148,7 +148,7 @@ class NodeGraph:
             for u in self.users[cur]:
                 indeg[u] -= 1
                 if indeg[u] == 0:
-                    if self.prio[u]:
+                    if self.prioritized[u]:
                         queue.appendleft(u)
                     else:
                         queue.append(u)

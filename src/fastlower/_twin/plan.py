@@ -48,7 +48,7 @@ def planned_graph(sim: FusionSimulator) -> PlannedGraph:
         order=sim.order(), op=list(sim.op), kind=list(sim.kind), origin=list(sim.origin),
         inputs=[list(x) for x in sim.inputs], users=[list(u) for u in sim.users],
         names=list(sim.names), tags=list(sim.tags), alive=list(sim.alive),
-        getitem_index=list(sim.getitem_index), debug_handles=list(sim.dh),
+        getitem_index=list(sim.getitem_index), debug_handles=list(sim.debug_handle),
         copies=list(sim.copies), copy_target=dict(sim.copy_target),
         out_args=list(sim.out_args), out_kinds=list(sim.out_kinds),
         out_targets=list(sim.out_targets), out_specs=list(sim.out_specs),

@@ -6,12 +6,12 @@ runs. ``fastlower.cache.to_executorch`` does the same for
 ``EdgeProgramManager.to_executorch``. Both use the preprocess cache's folder and
 options. ``info()`` / ``clear()`` describe and empty both caches.
 
-Modules: ``settings`` (folder, switch), ``canonical`` (objects in canonical form),
+Modules: ``configuration`` (folder, switch), ``object_text`` (objects in canonical form),
 ``key`` (the key), ``symbolic`` (fake tensors, symbolic sizes), ``serialize``
 (programs as bytes: a package of writer, reader, graph records and objects kept
 by name), ``entry`` (an entry's format), ``manifest`` (backends checked on
 a hit), ``names`` (keys and tag), ``store`` (the diskcache folder), ``compare`` (first difference),
-``report`` (the report of a hit), ``access`` (lookup and store rules), ``lowering``
+``report`` (the report of a hit), ``access`` (lookup and store rules), ``cached_lowering``
 (the ``to_edge_transform_and_lower`` entry point), ``executorch`` (the ``to_executorch``
 entry point), ``execution`` (its execution programs, made when first read), ``admin``
 (info / clear).
@@ -22,9 +22,9 @@ from typing import TYPE_CHECKING
 from .._lazy import lazy_exports
 
 _EXPORTS = {
-    "to_edge_transform_and_lower": "lowering", "to_executorch": "executorch",
+    "to_edge_transform_and_lower": "cached_lowering", "to_executorch": "executorch",
     "LoweringCacheVerificationError": "errors", "ExecutionProgramsUnavailable": "errors",
-    "disabled": "settings", "info": "admin", "clear": "admin", "CacheInfo": "admin",
+    "disabled": "configuration", "info": "admin", "clear": "admin", "CacheInfo": "admin",
 }
 
 __all__ = sorted(_EXPORTS)
@@ -37,5 +37,5 @@ if TYPE_CHECKING:  # pragma: no cover
     from .admin import CacheInfo, clear, info  # noqa: F401
     from .errors import ExecutionProgramsUnavailable, LoweringCacheVerificationError  # noqa: F401
     from .executorch import to_executorch  # noqa: F401
-    from .lowering import to_edge_transform_and_lower  # noqa: F401
-    from .settings import disabled  # noqa: F401
+    from .cached_lowering import to_edge_transform_and_lower  # noqa: F401
+    from .configuration import disabled  # noqa: F401

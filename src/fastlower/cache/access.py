@@ -27,7 +27,7 @@ from ..preprocess.folder import UntrustedFolder, tell_once, warn_read_only, warn
 from ..shared import tier as shared_tier
 from . import detached, entry, manifest
 from .errors import DamagedEntry, Uncacheable
-from .settings import LoweringCacheSettings
+from .configuration import LoweringCacheSettings
 from .store import LoweringStore
 
 log = logging.getLogger("fastlower.cache")

@@ -77,7 +77,7 @@ def human_size(size: int) -> str:
 def default_directory() -> Path:
     """The folder the caches use now: the preprocess option / ``FASTLOWER_CACHE_DIR``,
     else the user's cache folder for fastlower (``platformdirs``), as the CLI."""
-    from ..preprocess.settings import resolve
+    from ..preprocess.configuration import resolve
 
     folder = resolve().cache_dir
     if folder is not None:

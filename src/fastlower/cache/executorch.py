@@ -45,7 +45,7 @@ from . import access
 from .errors import Uncacheable
 from .execution import LazyExecutionPrograms
 from .key import ENTRY_FORMAT, ProgramCanonical, fastlower_source
-from .settings import LoweringCacheSettings, resolve
+from .configuration import LoweringCacheSettings, resolve
 from .store import LoweringStore
 
 from .. import dispatch as patch  # the entry points; fastlower.patch names this package

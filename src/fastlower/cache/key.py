@@ -10,10 +10,10 @@
   graph, every ``state_dict`` entry and constant by content), its example inputs
   and its verifiers; a ``meta`` value of a type that form does not know, and a
   constant that is not a tensor (a ``torch.ScriptObject``), by class and
-  attributes (:mod:`.canonical`), else the call is not cached; a tensor subclass
+  attributes (:mod:`.object_text`), else the call is not cached; a tensor subclass
   (torchao) by its class, its flattening context and its inner tensors' content;
 * each partitioner, transform pass and pass manager as an object
-  (:mod:`.canonical`): class by qualified name, the source digest of its package
+  (:mod:`.object_text`): class by qualified name, the source digest of its package
   (and of every base class's), its attributes recursively (``DelegationSpec``,
   compile specs, XNNPACK's per-operator configs ...), in the argument's own
   structure (a list, or a dict per method);
@@ -49,7 +49,7 @@ from torch.export import ExportedProgram
 
 from .. import state
 from ..preprocess.keys import Canonical, TensorDigests, _directory_digest, _is_fake, versions
-from .canonical import ObjectCanonical, _operator_name
+from .object_text import ObjectCanonical, _operator_name
 from .errors import Uncacheable
 
 # 2: to_executorch entries without the execution programs; 3: large bytes (delegate

@@ -18,7 +18,7 @@ file, not an exported program, unknown backend, partitioner that cannot be
 imported) is one line on stderr and exit code 2; ``--debug`` adds the traceback.
 ``--debug``, ``-v`` and ``-q`` go anywhere on the line; ``--version`` says which
 fastlower, torch and ExecuTorch are installed. This package only parses and reports:
-loading is ``fastlower.loading``, running a script ``fastlower.run``. One module per
+loading is ``fastlower.loading``, running a script ``fastlower.script_runner``. One module per
 concern: :mod:`.parser` (the argparse tree), :mod:`.common` (exit codes, usage error,
 cache and worker settings, progress, report files), :mod:`.inputs` (model file,
 partitioner), one module per subcommand (:mod:`.lower`, :mod:`.report`, :mod:`.run`,

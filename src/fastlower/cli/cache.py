@@ -39,7 +39,7 @@ def cmd_cache(args: argparse.Namespace) -> int:
 
 def shared_settings(url: Optional[str]) -> Any:
     """The shared store of ``--shared-cache`` (else the environment's), or None."""
-    from ..shared.settings import options, resolve
+    from ..shared.configuration import options, resolve
 
     with options(url=url):
         return resolve()
@@ -47,7 +47,7 @@ def shared_settings(url: Optional[str]) -> Any:
 
 def shared_transfer(action: str, folder: Path, url: Optional[str]) -> int:
     """``fastlower cache push|pull``: lowering entries from the folder to the store or back."""
-    from ..preprocess.settings import resolve as resolve_preprocess
+    from ..preprocess.configuration import resolve as resolve_preprocess
     from ..shared import admin as shared_admin
     from ..shared.client import StoreUnavailable
 

@@ -81,7 +81,7 @@ def preprocess_settings(args: argparse.Namespace) -> ContextManager[Any]:
     import contextlib
 
     from ..preprocess import options
-    from ..shared.settings import options as shared_options
+    from ..shared.configuration import options as shared_options
 
     stack = contextlib.ExitStack()
     stack.enter_context(options(workers=args.workers, cache_dir=cache_dir_for(args) or ""))

@@ -1,4 +1,5 @@
-"""``fastlower run``: an unchanged script or module, fastlower installed (``fastlower.run``)."""
+"""``fastlower run``: an unchanged script or module, fastlower installed
+(``fastlower.script_runner``)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,8 @@ from .common import UsageError, cache_dir_for, check_workers
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    """``fastlower run``: an unchanged script or module, fastlower installed (``fastlower.run``)."""
+    """``fastlower run``: an unchanged script or module, fastlower installed
+    (``fastlower.script_runner``)."""
     if args.module is None and not args.script:
         raise UsageError("give a script (fastlower run SCRIPT.py ARGS...) or a module "
                          "(fastlower run -m MODULE ARGS...)")
@@ -28,10 +30,10 @@ def cmd_run(args: argparse.Namespace) -> int:
         if pattern and not Path(pattern).parent.exists():
             raise UsageError(f"{pattern}: folder {Path(pattern).parent} does not exist")
     check_workers(args.workers)
-    from ..run import RunSettings, run
+    from ..script_runner import RunSettings, run
 
     if args.shared_cache is not None:  # this process is the script's: process-wide
-        from ..shared.settings import set_options
+        from ..shared.configuration import set_options
 
         set_options(url=args.shared_cache)
 

@@ -20,7 +20,7 @@ from ..backends import copy_for_backend, find_backend, make_lowered_module
 from .._schema import DELEGATES_AFTER_FUSING
 from ..plan import GraphPlan, insert_delegates, iter_partitions
 from ..preprocess.jobs import PreprocessJob, overrides_preprocess_multimethod
-from ..preprocess.run import preprocess_partitions
+from ..preprocess.partitions import preprocess_partitions
 from ..report.collect import finish_report
 from ..report.document import LoweringReport
 from .steps import (

@@ -16,7 +16,7 @@ The points, in the reference's order of work on one partition (``plan.FUSE``,
 - building its program (an owned buffer update also returned: planning; the
   verifier rejecting the partition program: :meth:`ErrorOrder.program_rejected`;
   single-program path, its backend not found: :meth:`ErrorOrder.backend_missing`);
-- its ``preprocess`` (raised by ``preprocess.run`` itself, the earliest
+- its ``preprocess`` (raised by ``preprocess.partitions`` itself, the earliest
   partition's first);
 - inserting its delegate (an owned buffer update read outside it): single-program
   path, right after its own preprocess (``PlanStop.stage == INSERT``, so that

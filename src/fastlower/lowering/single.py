@@ -20,7 +20,7 @@ from ..apply import GraphBuilder, Partition
 from ..backends import find_backend, make_lowered_module
 from .._schema import DELEGATES_WHILE_FUSING
 from ..preprocess.jobs import PreprocessJob
-from ..preprocess.run import preprocess_partitions
+from ..preprocess.partitions import preprocess_partitions
 from ..report.collect import finish_report
 from ..report.document import LoweringReport
 from .steps import (

@@ -11,7 +11,7 @@ torch.fx's ``get_source_partitions`` and ``ExportGraphSignature.inputs_to_*``;
 ``registered_patches()`` and removed by ``uninstall()``.
 """
 
-from . import canonical, graph_edits, signatures, source_partitions, xnnpack_gemm  # noqa: F401
+from . import native_proposals, graph_edits, signatures, source_partitions, xnnpack_gemm  # noqa: F401
 from .native import propose_capability, propose_group
 from .registry import registered as registered_patches
 from .switch import (ENV, accelerated, enabled_by_environment, installed_patches, is_active,

@@ -14,7 +14,7 @@ from torch.fx.passes.infra.partitioner import CapabilityBasedPartitioner, Partit
 
 from .. import errors
 from .._core_loader import load_core
-from .._twin import partition as _twin
+from .._twin import partition_proposals as _twin
 from .encoding import EncodedGraph, NotEncodable, encode_graph
 
 log = logging.getLogger("fastlower.partitioners")

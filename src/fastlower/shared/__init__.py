@@ -8,7 +8,7 @@ are content-addressed and immutable (one per entry, written once by a conditiona
 put or a link into place), signed with the folder's key as local entries are, and a
 store that fails in any way is a miss, never a failed lowering.
 
-Modules, one idea each: ``settings`` (the URL and options), ``client`` (obstore,
+Modules, one idea each: ``configuration`` (the URL and options), ``client`` (obstore,
 every request bounded in time), ``tier`` (the two-tier lookup and store), ``upload``
 (the background upload thread and the wait at exit), ``stats`` (the last runs'
 counts), ``admin`` (``fastlower cache info|push|pull``).
@@ -19,8 +19,8 @@ from typing import TYPE_CHECKING
 from .._lazy import lazy_exports
 
 _EXPORTS = {
-    "options": "settings", "set_options": "settings", "resolve": "settings",
-    "SharedStoreSettingsError": "settings", "push": "admin", "pull": "admin",
+    "options": "configuration", "set_options": "configuration", "resolve": "configuration",
+    "SharedStoreSettingsError": "configuration", "push": "admin", "pull": "admin",
     "describe": "admin",
 }
 
@@ -31,4 +31,6 @@ __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
 
 if TYPE_CHECKING:  # pragma: no cover
     from .admin import describe, pull, push  # noqa: F401
-    from .settings import SharedStoreSettingsError, options, resolve, set_options  # noqa: F401
+    from .configuration import (  # noqa: F401
+        SharedStoreSettingsError, options, resolve, set_options,
+    )

@@ -22,7 +22,7 @@ from typing import Any, BinaryIO, List, Optional
 from . import stats
 from ..cache.admin import lowering_keys
 from .client import StoreClient, StoreUnavailable
-from .settings import SharedSettings
+from .configuration import SharedSettings
 
 
 @dataclass

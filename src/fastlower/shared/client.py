@@ -21,7 +21,7 @@ import time
 from datetime import timedelta
 from typing import Any, BinaryIO, Callable, Dict, Iterator, Optional, Tuple, TypeVar
 
-from .settings import SharedLocation, SharedSettings
+from .configuration import SharedLocation, SharedSettings
 
 T = TypeVar("T")
 

@@ -32,10 +32,10 @@ from typing import TYPE_CHECKING, Any, BinaryIO, Callable, Dict, Optional, Set, 
 from ..preprocess.folder import CacheWarning
 from . import stats, upload
 from .client import StoreClient, StoreReadOnly, StoreUnavailable
-from .settings import SharedSettings, resolve
+from .configuration import SharedSettings, resolve
 
 if TYPE_CHECKING:  # pragma: no cover
-    from ..cache.settings import LoweringCacheSettings
+    from ..cache.configuration import LoweringCacheSettings
     from ..cache.store import LoweringStore
 
 log = logging.getLogger("fastlower.shared")

@@ -50,7 +50,7 @@ from .key import LoweringKey, lowering_key, method_programs
 from ..report.memory import record_peak
 from .refit import Refit, store_record, try_refit
 from .report import report_from_programs
-from .settings import LoweringCacheSettings, resolve
+from .configuration import LoweringCacheSettings, resolve
 from .. import phases
 from ..compat import check_versions
 from .store import LoweringStore

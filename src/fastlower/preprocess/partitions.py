@@ -39,7 +39,7 @@ from .folder import UntrustedFolder, tell_once, warn_read_only, warn_untrusted
 from .jobs import PreprocessJob, call_preprocess, estimated_cost
 from .keys import TensorDigests, cache_key
 from .progress import partition_bar
-from .settings import ResolvedOptions, resolve
+from .configuration import ResolvedOptions, resolve
 from ..report.model import classes_text
 from ..structure.classes import ClassPlan
 

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Iterator, Optional
 
 from .. import settings as env
-from ..preprocess.settings import resolve as resolve_preprocess
+from ..preprocess.configuration import resolve as resolve_preprocess
 
 ENV_SWITCH = env.LOWERING_CACHE
 _DISABLED: ContextVar[bool] = ContextVar("fastlower_lowering_cache_disabled", default=False)
