@@ -86,8 +86,10 @@ def test_lower_with_xnnpack_writes_the_pte_reports_and_checks_it(files, tmp_path
     assert all(p["cache_hit"] is False for p in report["partitions"])
     with diskcache.Cache(str(preprocess_env)) as cache:
         lowering = [key for key in cache.iterkeys() if cache.get(key, tag=True)[1] == "lowering"]
-        # one preprocess entry per partition; the lowering and to_executorch entries
-        assert (len(cache) - len(lowering), len(lowering)) == (len(report["partitions"]), 2)
+        # one preprocess entry per partition; the lowering entry, its structure record
+        # (fastlower.cache.refit) and the to_executorch entry
+        assert (len(cache) - len(lowering), len(lowering)) == (len(report["partitions"]), 3)
+        assert sum(key.startswith("structure:") for key in lowering) == 1
     # the same command again: both calls served from the lowering cache, the same .pte
     first = pte.read_bytes()
     code, out, err = _run(capsys, "lower", files["small"], "-o", pte, "--workers", 2)
