@@ -26,8 +26,10 @@ from tests.structure.models import lower
 from tests.structure.refit_checkpoint import program_of
 
 ROOT = Path(__file__).resolve().parents[2]
-CASES = [(family, qmode) for family in ("executorch_llama", "hf_llama", "conv")
-         for qmode in ("fp32", "8da4w")]
+# the default run: each family once, both quantization modes; the rest with -m slow
+DEFAULT = {("executorch_llama", "8da4w"), ("hf_llama", "fp32"), ("conv", "fp32")}
+CASES = [pytest.param(family, qmode, marks=() if (family, qmode) in DEFAULT else pytest.mark.slow)
+         for family in ("executorch_llama", "hf_llama", "conv") for qmode in ("fp32", "8da4w")]
 
 
 def _in_process(tmp_path: Path, cache: Path, family: str, qmode: str, seed: int,

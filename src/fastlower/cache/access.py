@@ -68,6 +68,20 @@ def lookup(store: LoweringStore, key: str) -> Optional[Tuple[Dict[str, Any], Any
         return None
 
 
+def lookup_local(store: LoweringStore, key: str) -> Optional[Tuple[Dict[str, Any], Any]]:
+    """:func:`lookup` in this folder alone: no shared store, no wait for a child (what a
+    writer, maybe a store's child itself, reads before it writes)."""
+    try:
+        stream = store.open(key)
+        if stream is None:
+            return None
+        with stream:
+            return _usable(store, key, stream)
+    except Exception as exc:  # unreadable, damaged: the write replaces it
+        log.debug("cache entry %s not read before writing it: %r", key, exc)
+        return None
+
+
 def _usable(store: LoweringStore, key: str,
             stream: BinaryIO) -> Optional[Tuple[Dict[str, Any], Any]]:
     """The entry read from ``stream`` (MAC first), or None when its backends changed;

@@ -110,7 +110,10 @@ def pending() -> Dict[str, int]:
 
 
 def wait_for(key: str) -> None:
-    """Waits until this process's child storing ``key``, if any, has finished."""
+    """Waits until this process's child storing ``key``, if any, has finished (a child
+    has none, and holds :data:`_LOCK` as the parent forked it)."""
+    if _IN_CHILD:
+        return
     with _LOCK:
         pid = _PENDING.pop(key, None)
     if pid is not None:

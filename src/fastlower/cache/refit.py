@@ -74,7 +74,7 @@ def store_record(store: LoweringStore, key: LoweringKey, backends: List[Any],
     if refused:
         info["refused"] = refused
     else:
-        found = access.lookup(store, key.structure or "")
+        found = access.lookup_local(store, key.structure or "")
         if found is not None and found[0].get("refused"):
             return
     access.store_checked(store, key.structure or "", info, {"programs": {}},
