@@ -24,27 +24,15 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from fastlower.refit.provenance import flat_constants  # noqa: E402
 from fastlower.structure.constant_bytes import STEPS  # noqa: E402
 from tests.edge.models import partitioners  # noqa: E402
 from tests.structure.models import aten_program, lower  # noqa: E402
 
 
-def _flatten(name: str, tensor: torch.Tensor, out: Dict[str, torch.Tensor]) -> None:
-    inner = tensor.data if isinstance(tensor, torch.nn.Parameter) else tensor
-    if type(inner) is not torch.Tensor and hasattr(inner, "__tensor_flatten__"):
-        names, _ = inner.__tensor_flatten__()
-        for attribute in names:
-            _flatten(f"{name}.{attribute}", getattr(inner, attribute), out)
-    else:
-        out[name] = inner.detach()
-
-
 def input_constants(program) -> Dict[str, torch.Tensor]:
-    found: Dict[str, torch.Tensor] = {}
-    for name, value in {**program.state_dict, **program.constants}.items():
-        if isinstance(value, torch.Tensor):
-            _flatten(name, value, found)
-    return found
+    return {name: tensor.detach()
+            for name, tensor in flat_constants(program, strict=False).items()}
 
 
 def swaps(a: Dict[str, torch.Tensor], b: Dict[str, torch.Tensor]

@@ -49,6 +49,7 @@ from torch.export import ExportedProgram
 
 from .. import state
 from ..preprocess.keys import Canonical, TensorDigests, _directory_digest, _is_fake, versions
+from ..refit.provenance import flat_constants
 from .object_text import ObjectCanonical, _operator_name
 from .errors import Uncacheable
 
@@ -180,7 +181,6 @@ class ProgramCanonical(Canonical):
     def tensor(self, t: torch.Tensor, with_data: bool) -> str:
         return super().tensor(t, with_data and self._values)
 
-
     def program_constants(self, program: ExportedProgram) -> None:
         if self.structure is None or self._depth > 1:
             super().program_constants(program)
@@ -272,8 +272,6 @@ def constant_digests(program: ExportedProgram, digests: TensorDigests) -> Dict[s
     """The program's parameters, buffers and constants (tensor subclasses by their inner
     tensors, ``name.attr``): name -> the content digest the key wrote for it (memoized by
     object in ``digests``)."""
-    from ..refit.provenance import flat_constants
-
     found = {}
     for name, value in flat_constants(program, strict=False).items():
         known = digests.get(id(value))

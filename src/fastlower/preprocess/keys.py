@@ -138,18 +138,7 @@ class Canonical:
         known = self.tensor_digests.get(id(tensor))
         if known is not None:
             return known[1]
-        hasher = xxhash.xxh3_128()
-        plain = tensor.detach()
-        if plain.layout == torch.strided and not plain.is_quantized:
-            data = plain.contiguous().cpu().reshape(-1)
-            if data.numel():
-                hasher.update(data.view(torch.uint8).numpy().data)
-        else:  # sparse, quantized: their serialized form
-            import io
-            buffer = io.BytesIO()
-            torch.save(plain, buffer)
-            hasher.update(buffer.getvalue())
-        digest = hasher.hexdigest()
+        digest = content_digest(tensor)
         self.tensor_digests[id(tensor)] = (tensor, digest)
         return digest
 
@@ -267,6 +256,23 @@ class Canonical:
             self.write(f"state:{name}={self.tensor(tensor, with_data=True)}")
         for name, value in program.constants.items():
             self.write(f"constant:{name}={self.value(value)}")
+
+
+def content_digest(tensor: torch.Tensor) -> str:
+    """xxh3-128 of a tensor's values: a strided tensor's bytes in row-major order, a
+    sparse or quantized one's serialized form."""
+    hasher = xxhash.xxh3_128()
+    plain = tensor.detach()
+    if plain.layout == torch.strided and not plain.is_quantized:
+        data = plain.contiguous().cpu().reshape(-1)
+        if data.numel():
+            hasher.update(data.view(torch.uint8).numpy().data)
+    else:  # sparse, quantized: their serialized form
+        import io
+        buffer = io.BytesIO()
+        torch.save(plain, buffer)
+        hasher.update(buffer.getvalue())
+    return hasher.hexdigest()
 
 
 def _is_fake(t: torch.Tensor) -> bool:

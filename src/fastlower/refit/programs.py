@@ -14,7 +14,7 @@ template models, a payload the template does not re-make, a constant without pro
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Dict, Iterator, List, Tuple
+from typing import Any, Dict, Iterator, List, Tuple
 
 import torch
 from executorch.exir.backend.backend_details import PreprocessResult
@@ -57,21 +57,38 @@ def lowered_modules(program: ExportedProgram) -> Iterator[Tuple[str, LoweredBack
             yield path, module
 
 
+# one table entry of B's: (the program's state_dict or constants, name, B's tensor)
+Swap = Tuple[Dict[str, Any], str, torch.Tensor]
+
+
 def _swap_constants(where: str, program: ExportedProgram, sources: Sources,
-                    summary: RefitSummary) -> bool:
-    """B's values into the program's tables; whether any differs from A's."""
+                    summary: RefitSummary) -> None:
+    """B's values into the program's tables."""
+    _apply(_new_values(where, program, sources, summary)[0])
+
+
+def _new_values(where: str, program: ExportedProgram, sources: Sources,
+                summary: RefitSummary) -> Tuple[List[Swap], bool]:
+    """B's value of each entry of the program's tables (left as they are), counted in
+    ``summary``, and whether any differs from A's."""
+    swaps: List[Swap] = []
     changed = False
     for table in (program.state_dict, program.constants):
-        for name, value in list(table.items()):
+        for name, value in table.items():
             if type(value) not in (torch.Tensor, torch.nn.Parameter):
                 raise NotRefittable(f"{where}: constant {name!r} is a {type(value).__name__}",
                                     structural=True)
             new, differs = sources.new_value(f"{where}: constant {name!r}", value)
-            table[name] = new
+            swaps.append((table, name, new))
             summary.tensors += 1
             summary.changed += differs
             changed |= differs
-    return changed
+    return swaps, changed
+
+
+def _apply(swaps: List[Swap]) -> None:
+    for table, name, new in swaps:
+        table[name] = new
 
 
 def _refit_delegate(where: str, module: LoweredBackendModule, sources: Sources,
@@ -80,12 +97,15 @@ def _refit_delegate(where: str, module: LoweredBackendModule, sources: Sources,
     if any(True for _ in lowered_modules(original)):
         raise NotRefittable(f"{where}: a delegate inside a delegate", structural=True)
     summary.delegates += 1
-    before = _shape(module) if module.backend_id in DERIVERS else None
-    if not _swap_constants(where, original, sources, summary):
+    swaps, changed = _new_values(where, original, sources, summary)
+    if not changed:  # none of its constants changed: kept as it is
+        _apply(swaps)
         return
-    if before is None:
+    if module.backend_id not in DERIVERS:
         raise NotRefittable(f"{where}: backend {module.backend_id} inlines constants in a way "
                             "no template models, and its constants changed")
+    before = _shape(module)  # A's constants, still in its tables
+    _apply(swaps)
     stored = PreprocessResult(processed_bytes=module.processed_bytes,
                               debug_handle_map=module.meta.get("debug_handle_map"),
                               data_store_output=module._named_data_store_output)

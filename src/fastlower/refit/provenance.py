@@ -23,8 +23,9 @@ from dataclasses import dataclass
 from typing import Dict, Iterable, List, Optional, Set, Tuple
 
 import torch
-import xxhash
 from torch.export import ExportedProgram
+
+from ..preprocess.keys import content_digest
 
 
 class NotRefittable(Exception):
@@ -61,15 +62,10 @@ def _flatten(name: str, tensor: torch.Tensor, out: Dict[str, torch.Tensor]) -> N
 
 
 def digest(tensor: torch.Tensor) -> str:
-    """The content digest the lowering key writes for a plain tensor (its bytes)."""
-    plain = tensor.detach()
-    if plain.layout != torch.strided or plain.is_quantized:
-        raise NotRefittable(f"a {plain.layout} tensor is not refit")
-    data = plain.contiguous().cpu().reshape(-1)
-    hasher = xxhash.xxh3_128()
-    if data.numel():
-        hasher.update(data.view(torch.uint8).numpy().data)
-    return hasher.hexdigest()
+    """The content digest the lowering key writes for a strided tensor (its bytes)."""
+    if tensor.layout != torch.strided or tensor.is_quantized:
+        raise NotRefittable(f"a {tensor.layout} tensor is not refit")
+    return content_digest(tensor)
 
 
 def pattern(digests: Dict[str, str]) -> List[int]:
@@ -83,10 +79,11 @@ def same_pattern(a: Dict[str, str], b: Dict[str, str]) -> Optional[str]:
     if list(a) != list(b):
         missing = sorted(set(a) ^ set(b))
         return f"the constants differ by name ({missing[:3]})"
-    if pattern(a) == pattern(b):
+    in_a, in_b = pattern(a), pattern(b)
+    if in_a == in_b:
         return None
     names = list(a)
-    for position, (left, right) in enumerate(zip(pattern(a), pattern(b))):
+    for position, (left, right) in enumerate(zip(in_a, in_b)):
         if left != right:
             return (f"constant {names[position]!r} equals another in one checkpoint only "
                     f"({names[min(left, right)]!r})")
@@ -134,7 +131,7 @@ class Sources:
         for name in names:
             source = self.b_tensors[name]
             if (source.shape, source.dtype) == (stored.shape, stored.dtype):
-                return _like(stored, self.b_tensors[name]), name in self.changed
+                return _like(stored, source), name in self.changed
         if stored.numel() == 1 and _is_literal(stored, self.numbers):
             return stored, False
         raise NotRefittable(f"{where} is no input constant and no literal of the program "
