@@ -18,7 +18,7 @@ from .lowering import lower_methods, lower_program
 from .report.document import LoweringReport
 from .report.registry import last_report
 from .spec import MethodProgramsPartitionerSpec
-from .node_history import shared_history
+from .while_lowering import lowering_step
 from .stack_room import with_stack_room
 
 T = TypeVar("T")
@@ -63,7 +63,7 @@ def _partitioned(lower: Callable[..., T], *args: Any) -> T:
     ended and ``to_backend`` announced (:mod:`.phases`), run with room on the stack."""
     check_versions()
     phases.edge_stage_done()
-    with phases.phase("to_backend"), shared_history():
+    with phases.phase("to_backend"), lowering_step():
         return with_stack_room(lower, *args)
 
 

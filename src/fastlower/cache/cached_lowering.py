@@ -56,7 +56,7 @@ from ..compat import check_versions
 from .store import LoweringStore
 
 from .. import dispatch as patch  # the entry points; fastlower.patch names this package
-from ..node_history import shared_history
+from ..while_lowering import lowering_step
 from ..stack_room import with_stack_room
 
 log = logging.getLogger("fastlower.cache")
@@ -241,7 +241,7 @@ def _lower(programs: Any, args: Dict[str, Any]) -> EdgeProgramManager:
 
     with patch.routed({"to_backend": fastlower_to_backend,
                        "_gen_edge_manager_for_partitioners": gen_edge_manager_for_partitioners}), \
-            phases.edge_stage("to_edge_transform_and_lower"), shared_history():
+            phases.edge_stage("to_edge_transform_and_lower"), lowering_step():
         # the edge stage (fastlower.edge), then fastlower's to_backend, with room on the stack
         return with_stack_room(reference(), programs, **args)
 

@@ -62,11 +62,12 @@ def store_detached(key: str, size: int, store: Callable[[], None],
     global _AT_EXIT, _IN_CHILD
     if not can_detach(size):
         return False
-    from ..preprocess.executors import _heap_frozen, _monitors_paused
+    from ..heap_freeze import frozen_heap
+    from ..preprocess.executors import _monitors_paused
 
     with _LOCK:
         before_fork()
-        with _monitors_paused(), _heap_frozen():
+        with _monitors_paused(), frozen_heap(required=True):
             pid = os.fork()
             if pid == 0:
                 # the child stores and exits without leaving this block: leaving it would

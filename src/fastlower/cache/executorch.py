@@ -50,7 +50,7 @@ from .store import LoweringStore
 
 from .. import dispatch as patch  # the entry points; fastlower.patch names this package
 from .. import phases
-from ..node_history import shared_history
+from ..while_lowering import lowering_step
 from ..stack_room import stack_room
 
 log = logging.getLogger("fastlower.cache")
@@ -94,7 +94,7 @@ def executorch_key(manager: EdgeProgramManager, config: Optional[ExecutorchBacke
 
 def _reference(manager: EdgeProgramManager, config: Optional[ExecutorchBackendConfig]) -> Any:
     """ExecuTorch's own ``to_executorch``, announced as a phase (:mod:`fastlower.phases`)."""
-    with phases.phase("to_executorch"), shared_history():
+    with phases.phase("to_executorch"), lowering_step():
         return reference()(manager, config)
 
 

@@ -37,7 +37,6 @@ failure and joined in every case.
 
 from __future__ import annotations
 
-import gc
 import importlib
 import logging
 import multiprocessing
@@ -60,6 +59,7 @@ from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tupl
 
 from executorch.exir.backend.backend_details import PreprocessResult
 
+from ..heap_freeze import frozen_heap
 from .failures import WorkerDiedError, backend_error, describe_exit
 from .jobs import PreprocessJob, call_preprocess, longest_first
 from .transport import run_wire_job, to_wire
@@ -203,7 +203,7 @@ def run_fork_pool(jobs: Sequence[PreprocessJob], workers: int, done: Done,
     processes: Dict[int, object] = {}
     finished: set = set()
     try:
-        with _FORK_LOCK, _monitors_paused(), _heap_frozen():
+        with _FORK_LOCK, _monitors_paused(), frozen_heap(required=True):
             _INHERITED, _STARTED = list(jobs), started
             try:
                 # with the fork context every worker is forked on the first submit
@@ -291,26 +291,6 @@ def _monitors_paused() -> Iterator[None]:
         for lock in locks:
             stack.enter_context(lock)  # type: ignore[arg-type]
         yield
-
-
-@contextmanager
-def _heap_frozen() -> Iterator[None]:
-    """Python's objects moved out of the collector's reach while a child is forked.
-
-    A forked child's cyclic collections walk every tracked object and write to its
-    header, so the pages holding the parent's objects (its programs, the model, torch's
-    own) would be copied into each child: hundreds of MiB per worker. Frozen objects are
-    never walked in the child; the parent gets them back right after the fork. Left as
-    is when the caller froze objects itself (unfreezing would release theirs too).
-    """
-    if gc.get_freeze_count():
-        yield
-        return
-    gc.freeze()
-    try:
-        yield
-    finally:
-        gc.unfreeze()
 
 
 def importable_by_name(job: PreprocessJob) -> bool:

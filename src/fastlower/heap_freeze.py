@@ -1,0 +1,60 @@
+"""The heap frozen for Python's cyclic collector while fastlower lowers.
+
+A full collection walks every tracked object. When a lowering starts, the process holds
+millions of them (the model, its exported programs, torch's own), and each step of the
+lowering makes millions more: in ``export_llm``'s pipeline at stories110M size the
+collector's full collections took about 6 s of the lowering window (``gc.callbacks``
+timing, ``benchmarks/README.md``), walking objects that live on. ``gc.freeze()`` moves
+every tracked object to the permanent generation, which no collection walks, so each
+lowering step only walks what it made itself.
+
+:func:`frozen_heap` freezes what is alive when a block starts (a nested block freezes
+what the outer one made since); the last of fastlower's blocks to end unfreezes
+everything, so the objects are the collector's again. The cost: garbage cycles that
+exist when a block starts are freed when the outermost block ends, not during it.
+When the process froze objects itself (a nonzero freeze count with no fastlower block
+open), fastlower leaves the heap alone: unfreezing would release theirs too. The same
+blocks keep a forked child's collections off the parent's pages (``preprocess.executors``).
+"""
+
+from __future__ import annotations
+
+import gc
+import threading
+from contextlib import contextmanager
+from typing import Iterator
+
+from . import settings
+
+__all__ = ["frozen_heap", "held"]
+
+_LOCK = threading.Lock()
+_held = 0  # fastlower's open blocks that froze the heap, in every thread
+
+
+def held() -> int:
+    """How many of fastlower's blocks hold the heap frozen now."""
+    return _held
+
+
+@contextmanager
+def frozen_heap(required: bool = False) -> Iterator[bool]:
+    """Within the block the objects alive at its start are frozen (see the module).
+    Yields whether this block froze them. ``required``: whatever
+    ``FASTLOWER_HEAP_FREEZE`` says (a fork's children must not walk the parent's pages)."""
+    global _held
+    own = False
+    if required or settings.heap_freeze():
+        with _LOCK:
+            if _held or not gc.get_freeze_count():
+                gc.freeze()
+                _held += 1
+                own = True
+    try:
+        yield own
+    finally:
+        if own:
+            with _LOCK:
+                _held -= 1
+                if not _held:
+                    gc.unfreeze()

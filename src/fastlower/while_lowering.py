@@ -1,0 +1,31 @@
+"""What fastlower changes in its own process for each of its lowering steps
+(``to_backend``, ``to_edge_transform_and_lower``, ``to_executorch``): one block, entered
+by each step, nesting freely.
+
+* :mod:`.heap_freeze`: the objects alive at the step's start frozen for the collector;
+* :mod:`.node_history`: a new node's ``from_node`` history shared, not deep-copied;
+* :mod:`.delegate_outputs`: a delegate call's fake outputs read off its program;
+* :mod:`.preprocess.upsample_patterns`: XNNPACK's upsample patterns not built for a
+  graph without an upsample node.
+
+Each is listed, with what it patches and how to turn it off, in docs/embedding.md.
+"""
+
+from __future__ import annotations
+
+from contextlib import contextmanager
+from typing import Iterator
+
+from .delegate_outputs import known_outputs
+from .heap_freeze import frozen_heap
+from .node_history import shared_history
+from .preprocess.upsample_patterns import skipped_when_absent
+
+__all__ = ["lowering_step"]
+
+
+@contextmanager
+def lowering_step() -> Iterator[None]:
+    """The block of one lowering step (see the module)."""
+    with frozen_heap(), shared_history(), known_outputs(), skipped_when_absent():
+        yield
