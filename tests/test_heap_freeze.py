@@ -91,3 +91,54 @@ def test_threads_share_the_freeze_and_the_last_to_leave_unfreezes():
         other.join(timeout=30)
         assert counts == [1] and gc.get_freeze_count() > 0  # the other left; this one holds
     assert heap_freeze.held() == 0 and gc.get_freeze_count() == 0
+
+
+def test_full_collections_paused_then_the_threshold_is_back():
+    from fastlower.heap_freeze import full_collections_paused
+
+    before = gc.get_threshold()
+    with full_collections_paused() as paused:
+        assert paused and gc.get_threshold()[:2] == before[:2]
+        assert gc.get_threshold()[2] > 10**6
+        with full_collections_paused():
+            assert gc.get_threshold()[2] > 10**6
+        assert gc.get_threshold()[2] > 10**6  # the outer block still holds
+    assert gc.get_threshold() == before
+
+
+def test_a_threshold_set_inside_the_pause_is_kept_and_zero_is_left_alone(monkeypatch):
+    from fastlower.heap_freeze import full_collections_paused
+
+    before = gc.get_threshold()
+    try:
+        with full_collections_paused():
+            gc.set_threshold(before[0], before[1], 7)  # the process's own choice
+        assert gc.get_threshold()[2] == 7
+        gc.set_threshold(before[0], before[1], 0)
+        with full_collections_paused() as paused:
+            assert not paused and gc.get_threshold()[2] == 0
+        gc.set_threshold(*before)
+        monkeypatch.setenv("FASTLOWER_HEAP_FREEZE", "0")
+        with full_collections_paused() as paused:
+            assert not paused and gc.get_threshold() == before
+    finally:
+        gc.set_threshold(*before)
+
+
+def test_the_edge_stage_runs_with_full_collections_paused(monkeypatch):
+    """fastlower's edge stage holds the pause for its retraces and passes."""
+    from fastlower.edge import decompose
+
+    seen = []
+
+    def edge_manager(*args, **kwargs):
+        seen.append(gc.get_threshold()[2])
+        raise RuntimeError("stop here")
+
+    monkeypatch.setattr(decompose, "_edge_manager", edge_manager)
+    before = gc.get_threshold()
+    try:
+        decompose.gen_edge_manager_for_partitioners({}, {}, None, None)
+    except RuntimeError:
+        pass
+    assert seen and seen[0] > 10**6 and gc.get_threshold() == before

@@ -15,6 +15,13 @@ exist when a block starts are freed when the outermost block ends, not during it
 When the process froze objects itself (a nonzero freeze count with no fastlower block
 open), fastlower leaves the heap alone: unfreezing would release theirs too. The same
 blocks keep a forked child's collections off the parent's pages (``preprocess.executors``).
+
+:func:`full_collections_paused` goes further for the edge stage, whose retraces each
+leave a whole program behind: no full collection runs inside it (the oldest
+generation's threshold raised; young collections go on), and the threshold is put back
+when the last such block ends. At stories110M size the process's peak did not move
+(1,561 MiB before and after the stage), and the one full collection after the stage
+replaces about 18 inside it.
 """
 
 from __future__ import annotations
@@ -26,10 +33,13 @@ from typing import Iterator
 
 from . import settings
 
-__all__ = ["frozen_heap", "held"]
+__all__ = ["frozen_heap", "full_collections_paused", "held"]
 
 _LOCK = threading.Lock()
 _held = 0  # fastlower's open blocks that froze the heap, in every thread
+_paused = 0  # open full_collections_paused blocks, in every thread
+_saved_threshold = 0  # the oldest generation's threshold before the first of them
+_PAUSED_THRESHOLD = 1 << 30
 
 
 def held() -> int:
@@ -58,3 +68,31 @@ def frozen_heap(required: bool = False) -> Iterator[bool]:
                 _held -= 1
                 if not _held:
                     gc.unfreeze()
+
+
+@contextmanager
+def full_collections_paused() -> Iterator[bool]:
+    """Within the block no full collection runs (see the module); with
+    ``FASTLOWER_HEAP_FREEZE=0``, or when the process set that threshold to 0 (automatic
+    collection of the oldest generation is then its own business), nothing changes.
+    Yields whether this block paused them."""
+    global _paused, _saved_threshold
+    own = False
+    if settings.heap_freeze():
+        with _LOCK:
+            young, middle, oldest = gc.get_threshold()
+            if _paused or oldest:
+                if not _paused:
+                    _saved_threshold = oldest
+                    gc.set_threshold(young, middle, _PAUSED_THRESHOLD)
+                _paused += 1
+                own = True
+    try:
+        yield own
+    finally:
+        if own:
+            with _LOCK:
+                _paused -= 1
+                young, middle, oldest = gc.get_threshold()
+                if not _paused and oldest == _PAUSED_THRESHOLD:  # else someone set theirs
+                    gc.set_threshold(young, middle, _saved_threshold)

@@ -184,7 +184,8 @@ VARIABLES: Dict[str, Variable] = {v.name: v for v in (
              "(ExecuTorch's way), or verify (both, compared)", choices=DELEGATE_OUTPUT_MODES),
     Variable(HEAP_FREEZE, "bool", True, "while fastlower lowers, the objects that exist at "
              "each step's start are frozen for the cyclic collector (gc.freeze), unless the "
-             "process froze objects itself"),
+             "process froze objects itself, and the edge stage runs without full "
+             "collections"),
 )}
 
 

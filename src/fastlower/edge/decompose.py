@@ -25,6 +25,7 @@ from typing import Any, Dict, List, Optional
 
 from torch.export import ExportedProgram
 
+from ..heap_freeze import full_collections_paused
 from .noop_retrace import why_not_skipped
 from .retrace_meta import rewrite_as_retraced
 from .verify import EdgeStageVerificationError, program_difference
@@ -123,6 +124,22 @@ def gen_edge_manager_for_partitioners(
 
     SKIPPED.skipped = SKIPPED.run = 0
     SKIPPED.reasons = []
+    with full_collections_paused():
+        manager = _edge_manager(partitioner, aten_programs, config, constant_methods, verify)
+    if generate_etrecord:
+        etrecord = et._create_empty_etrecord()
+        etrecord.add_exported_program(aten_programs)
+        etrecord.add_edge_dialect_program(copy.deepcopy(manager))
+        manager._etrecord = etrecord
+    return manager
+
+
+def _edge_manager(partitioner: Dict[str, List[Any]], aten_programs: Dict[str, ExportedProgram],
+                  config: Any, constant_methods: Optional[Dict[str, Any]],
+                  verify: bool) -> Any:
+    """The reference's steps up to its ``EdgeProgramManager`` (ETRecord left out)."""
+    from executorch.exir.program import _program as et
+
     kept_by_program: Dict[str, list] = defaultdict(list)
     edge_programs: Dict[str, ExportedProgram] = {}
     for name, program in aten_programs.items():
@@ -137,10 +154,4 @@ def gen_edge_manager_for_partitioners(
     all_kept = list(set().union(*kept_by_program.values()))
     config._core_aten_ops_exception_list = list(
         set(config._core_aten_ops_exception_list) | set(all_kept))
-    manager = et.EdgeProgramManager(edge_programs, constant_methods, config, all_kept)
-    if generate_etrecord:
-        etrecord = et._create_empty_etrecord()
-        etrecord.add_exported_program(aten_programs)
-        etrecord.add_edge_dialect_program(copy.deepcopy(manager))
-        manager._etrecord = etrecord
-    return manager
+    return et.EdgeProgramManager(edge_programs, constant_methods, config, all_kept)
