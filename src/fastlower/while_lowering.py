@@ -5,8 +5,8 @@ by each step, nesting freely.
 * :mod:`.heap_freeze`: the objects alive at the step's start frozen for the collector;
 * :mod:`.node_history`: a new node's ``from_node`` history shared, not deep-copied;
 * :mod:`.delegate_outputs`: a delegate call's fake outputs read off its program;
-* :mod:`.preprocess.upsample_patterns`: XNNPACK's upsample patterns not built for a
-  graph without an upsample node.
+* :mod:`.preprocess.xnnpack_patterns`: XNNPACK's upsample and SDPA patterns not built
+  for a graph without their operator.
 
 Each is listed, with what it patches and how to turn it off, in docs/embedding.md.
 """
@@ -19,7 +19,7 @@ from typing import Iterator
 from .delegate_outputs import known_outputs
 from .heap_freeze import frozen_heap
 from .node_history import shared_history
-from .preprocess.upsample_patterns import skipped_when_absent
+from .preprocess.xnnpack_patterns import skipped_when_absent
 
 __all__ = ["lowering_step"]
 
