@@ -46,12 +46,12 @@ def matchable(graph_module: Any, operator: str) -> bool:
                for node in graph_module.graph.nodes)
 
 
-def _owner(path: str) -> Callable[[], type]:
+def _owner(path: str) -> Callable[[], Any]:
     module, _, name = path.partition(":")
-    return lambda: getattr(importlib.import_module(module), name)  # type: ignore[no-any-return]
+    return lambda: getattr(importlib.import_module(module), name)
 
 
-def _skipping_call(owner: Callable[[], type], operator: str
+def _skipping_call(owner: Callable[[], Any], operator: str
                    ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     def replace(original: Callable[..., Any]) -> Callable[..., Any]:
         def call(self: Any, graph_module: Any) -> Any:
