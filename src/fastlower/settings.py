@@ -45,7 +45,7 @@ variable                        type    default meaning
 ``FASTLOWER_EDGE_RETRACES``     choice  skip    edge stage: skip/all/verify no-op retraces
 ``FASTLOWER_PREPROCESS_CLASSES`` choice derive  structural classes: derive/verify/off
 ``FASTLOWER_NODE_HISTORY``      choice  share   ``from_node`` histories: share/copy
-``FASTLOWER_DELEGATE_OUTPUTS``  choice  reuse   a delegate call's fake outputs: reuse/run/verify
+``FASTLOWER_FAKE_OUTPUTS``      choice  reuse   fake outputs known without a run: reuse/run/verify
 ``FASTLOWER_HEAP_FREEZE``       bool    true    freeze the heap for the collector per lowering
 =============================== ======= ======= =============================================
 
@@ -71,7 +71,7 @@ __all__ = [
     "lowering_cache", "native_partitioners", "validate_all", "force_python",
     "allow_untested_versions", "ALLOW_UNTESTED_VERSIONS", "edge_retraces", "EDGE_RETRACES",
     "preprocess_classes", "PREPROCESS_CLASSES", "node_history", "NODE_HISTORY",
-    "delegate_outputs", "DELEGATE_OUTPUTS", "heap_freeze", "HEAP_FREEZE",
+    "fake_outputs", "FAKE_OUTPUTS", "heap_freeze", "HEAP_FREEZE",
     "shared_cache", "shared_cache_endpoint", "shared_cache_timeout", "SHARED_CACHE",
     "SHARED_CACHE_ENDPOINT", "SHARED_CACHE_TIMEOUT",
     "WORKERS", "CACHE_DIR", "CACHE_SIZE", "CACHE_VERIFY", "CACHE_KEY_FILE", "PROGRESS",
@@ -96,7 +96,7 @@ ALLOW_UNTESTED_VERSIONS = "FASTLOWER_ALLOW_UNTESTED_VERSIONS"
 EDGE_RETRACES = "FASTLOWER_EDGE_RETRACES"
 PREPROCESS_CLASSES = "FASTLOWER_PREPROCESS_CLASSES"
 NODE_HISTORY = "FASTLOWER_NODE_HISTORY"
-DELEGATE_OUTPUTS = "FASTLOWER_DELEGATE_OUTPUTS"
+FAKE_OUTPUTS = "FASTLOWER_FAKE_OUTPUTS"
 HEAP_FREEZE = "FASTLOWER_HEAP_FREEZE"
 SHARED_CACHE = "FASTLOWER_SHARED_CACHE"
 SHARED_CACHE_ENDPOINT = "FASTLOWER_SHARED_CACHE_ENDPOINT"
@@ -106,7 +106,7 @@ START_METHODS = ("auto", "fork", "spawn")
 EDGE_RETRACE_MODES = ("skip", "all", "verify")
 CLASS_MODES = ("derive", "verify", "off")
 NODE_HISTORY_MODES = ("share", "copy")
-DELEGATE_OUTPUT_MODES = ("reuse", "run", "verify")
+FAKE_OUTPUT_MODES = ("reuse", "run", "verify")
 
 Value = Union[bool, int, Path, str, None]
 
@@ -179,9 +179,10 @@ VARIABLES: Dict[str, Variable] = {v.name: v for v in (
     Variable(NODE_HISTORY, "choice", "share", "a new node's from_node history during a "
              "lowering: share its source's (equal values) or deep-copy it (torch's way)",
              choices=NODE_HISTORY_MODES),
-    Variable(DELEGATE_OUTPUTS, "choice", "reuse", "a delegate call's fake outputs in "
-             "ExecuTorch's passes: read off its program when provably equal (reuse), run it "
-             "(ExecuTorch's way), or verify (both, compared)", choices=DELEGATE_OUTPUT_MODES),
+    Variable(FAKE_OUTPUTS, "choice", "reuse", "in ExecuTorch's passes, the fake outputs of "
+             "delegate calls and quantization operators: known without a run when provably "
+             "equal (reuse), run (ExecuTorch's way), or verify (both, compared)",
+             choices=FAKE_OUTPUT_MODES),
     Variable(HEAP_FREEZE, "bool", True, "while fastlower lowers, the objects that exist at "
              "each step's start are frozen for the cyclic collector (gc.freeze), unless the "
              "process froze objects itself, and the edge stage runs without full "
@@ -316,9 +317,9 @@ def node_history() -> str:
     return cast(str, get(NODE_HISTORY))
 
 
-def delegate_outputs() -> str:
-    """``FASTLOWER_DELEGATE_OUTPUTS``: ``reuse`` (default), ``run`` or ``verify``."""
-    return cast(str, get(DELEGATE_OUTPUTS))
+def fake_outputs() -> str:
+    """``FASTLOWER_FAKE_OUTPUTS``: ``reuse`` (default), ``run`` or ``verify``."""
+    return cast(str, get(FAKE_OUTPUTS))
 
 
 def heap_freeze() -> bool:

@@ -4,7 +4,8 @@ by each step, nesting freely.
 
 * :mod:`.heap_freeze`: the objects alive at the step's start frozen for the collector;
 * :mod:`.node_history`: a new node's ``from_node`` history shared, not deep-copied;
-* :mod:`.delegate_outputs`: a delegate call's fake outputs read off its program;
+* :mod:`.fake_outputs`: the fake outputs of delegate calls and quantization operators
+  known without running them;
 * :mod:`.preprocess.xnnpack_patterns`: XNNPACK's upsample and SDPA patterns not built
   for a graph without their operator.
 
@@ -16,7 +17,7 @@ from __future__ import annotations
 from contextlib import contextmanager
 from typing import Iterator
 
-from .delegate_outputs import known_outputs
+from .fake_outputs import known_outputs
 from .heap_freeze import frozen_heap
 from .node_history import shared_history
 from .preprocess.xnnpack_patterns import skipped_when_absent

@@ -23,7 +23,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Dict, List, Optional
+from typing import Any, Dict, List, Optional
 
 from .tree_memory import TreeSampler
 
@@ -160,6 +160,8 @@ class ExportRun:
     # whole tree's summed PSS (forked workers' shared pages counted once) and of the
     # exporting process's RSS, and the timeline [seconds, root RSS, tree PSS, processes]
     peak_rss_bytes: int = 0
+    # fastlower: per timed call, fake outputs known without a run (tests/pipeline/timed.py)
+    fake_outputs: List[List[Any]] = dataclasses.field(default_factory=list)
     children_peak_rss_bytes: int = 0
     calls_peak_rss: List[List[int]] = dataclasses.field(default_factory=list)
     tree_peak_pss_bytes: int = 0
@@ -234,6 +236,7 @@ def run_export(impl: str, config: LlmConfig, work: Path, *, cache_dir: Optional[
         target_seconds=times.get("target_seconds", 0.0),
         calls_minor_faults=times.get("calls_minor_faults", []),
         peak_rss_bytes=times.get("peak_rss_bytes", 0),
+        fake_outputs=times.get("fake_outputs", []),
         children_peak_rss_bytes=times.get("children_peak_rss_bytes", 0),
         calls_peak_rss=times.get("calls_peak_rss", []),
         tree_peak_pss_bytes=sampler.peak_tree_pss, sampled_peak_rss_bytes=sampler.peak_root_rss,

@@ -58,6 +58,8 @@ def _timed(name: str, fn: Callable) -> Callable:
                 _record_fastlower_report()
             elif name == "to_edge_transform_and_lower":
                 _record_lowering_cache()
+            if name != "to_backend":
+                _record_fake_outputs(name)
     return wrapper
 
 
@@ -86,6 +88,16 @@ def _record_lowering_cache() -> None:
     report = fastlower.last_report() if fastlower is not None else None
     TIMES["lowering_cache"].append(getattr(report, "lowering_cache", None))
     TIMES["lowering_cache_seconds"].append(getattr(report, "lowering_cache_seconds", None))
+
+
+def _record_fake_outputs(name: str) -> None:
+    """The call's outer block's counts of fake outputs known without a run (fastlower):
+    [name, delegate calls reused, run, quantization operator calls reused, run]."""
+    module = sys.modules.get("fastlower.fake_outputs")
+    if module is not None:
+        last = module.LAST
+        TIMES.setdefault("fake_outputs", []).append(
+            [name, last.delegates_reused, last.delegates_run, last.ops_reused, last.ops_run])
 
 
 def install_timers() -> None:

@@ -1,0 +1,75 @@
+"""Fake values compared by their metadata: what a node's ``meta["val"]`` records, as
+ExecuTorch's passes would see it (shapes and strides as symbolic expressions, storage
+offset, dtype, device, layout, ``requires_grad``, fake mode)."""
+
+from __future__ import annotations
+
+from typing import Any, Optional
+
+__all__ = ["FakeOutputsVerificationError", "difference", "int_key", "is_value",
+           "outputs_difference"]
+
+
+class FakeOutputsVerificationError(AssertionError):
+    """``FASTLOWER_FAKE_OUTPUTS=verify``: outputs fastlower knew without running an
+    operator differ from the ones running it gives."""
+
+    def __init__(self, node: str, difference: str) -> None:
+        super().__init__(
+            f"node {node!r}: the outputs known without running it differ from its run's: "
+            f"{difference}; set FASTLOWER_FAKE_OUTPUTS=run and please report it")
+        self.node = node
+        self.difference = difference
+
+
+def is_value(value: Any) -> bool:
+    """A fake tensor, a symbolic int or a plain int."""
+    import torch
+    from torch._subclasses.fake_tensor import FakeTensor
+
+    return isinstance(value, (FakeTensor, torch.SymInt)) or type(value) is int
+
+
+def int_key(value: Any) -> Any:
+    """A size's comparable form: a symbolic int's expression, a plain int's value."""
+    import torch
+
+    if isinstance(value, torch.SymInt):
+        return ("sym", value.node.expr)
+    return ("int", value)
+
+
+def difference(recorded: Any, given: Any) -> Optional[str]:
+    """How two values' metadata differ (None: not at all)."""
+    from torch._subclasses.fake_tensor import FakeTensor
+
+    if isinstance(recorded, FakeTensor) != isinstance(given, FakeTensor):
+        return f"{type(recorded).__name__} against {type(given).__name__}"
+    if not isinstance(recorded, FakeTensor):
+        return None if int_key(recorded) == int_key(given) else f"{recorded} against {given}"
+    if recorded.fake_mode is not given.fake_mode:
+        return "another fake mode"
+    fields = (("shape", lambda t: [int_key(s) for s in t.shape]),
+              ("stride", lambda t: [int_key(s) for s in t.stride()]),
+              ("storage offset", lambda t: int_key(t.storage_offset())),
+              ("dtype", lambda t: t.dtype), ("device", lambda t: t.device),
+              ("layout", lambda t: t.layout), ("requires_grad", lambda t: t.requires_grad))
+    for name, read in fields:
+        if read(recorded) != read(given):
+            return f"{name} {read(recorded)} against {read(given)}"
+    return None
+
+
+def outputs_difference(known: Any, ran: Any) -> Optional[str]:
+    """How two output structures differ (None: same structure, each leaf the same)."""
+    import torch.utils._pytree as pytree
+
+    known_leaves, known_spec = pytree.tree_flatten(known)
+    ran_leaves, ran_spec = pytree.tree_flatten(ran)
+    if known_spec != ran_spec:
+        return f"structure {known_spec} against {ran_spec}"
+    for index, (a, b) in enumerate(zip(known_leaves, ran_leaves)):
+        found = difference(a, b)
+        if found is not None:
+            return f"output {index}: {found}"
+    return None

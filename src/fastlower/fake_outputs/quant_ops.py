@@ -1,0 +1,173 @@
+"""A quantization operator's fake outputs remembered by its inputs' metadata, not
+recomputed by each of ExecuTorch's passes.
+
+Every ``ExportPass`` re-runs each node on fake tensors to rebuild its ``meta["val"]``.
+torchao's quantization primitives (``choose_qparams_affine``, ``quantize_affine``,
+``dequantize_affine``, ...) have no fake kernel: each run is their Python decomposition
+on fake tensors, with symbolic-size arithmetic, 8.4 s of ``_generate_edge_program``'s
+passes in ``export_llm``'s pipeline at stories110M size (py-spy), where a decoder makes
+the same calls with the same input metadata in every layer and every pass.
+
+Inside a ``known_outputs`` block, ``_ExportPassBase._fx`` runs such an operator once per
+key: the operator, and per argument its fake metadata (shapes and strides as symbolic
+expressions, storage offset, dtype, device, ``requires_grad``, fake mode) or its plain
+value (ints, floats by ``repr``, bools, strings, dtypes, enums, ``None``). A later call
+with the same key gets fresh fake tensors with the first run's metadata
+(``torch.empty_strided`` in the same fake mode). It runs the operator when an argument
+or output is anything else, when an output is not a fresh tensor (a view or alias of
+an input, a nonzero storage offset), or when an output's size holds a data-dependent
+(unbacked) symbol.
+"""
+
+from __future__ import annotations
+
+import enum
+import functools
+from typing import Any, Callable, Dict, List, Optional, Tuple
+
+from ..scoped_patch import ScopedMethodPatch
+from .compare import FakeOutputsVerificationError, int_key, outputs_difference
+from .emit import emit
+from .scope import Scope, current
+
+__all__ = ["PATCH", "remembered"]
+
+_PLAIN = (int, float, bool, str, type(None))
+
+
+def remembered(target: Any) -> bool:
+    """Whether calls of ``target`` are remembered (torchao's quantization operators,
+    as ATen or Edge operators)."""
+    return "torchao." in str(target)
+
+
+def _target_remembered(scope: Scope, target: Any) -> bool:
+    seen = scope.op_targets.get(id(target))
+    if seen is None or seen[0] is not target:
+        seen = (target, remembered(target))
+        scope.op_targets[id(target)] = seen
+    return bool(seen[1])
+
+
+def _leaf_key(value: Any) -> Optional[Any]:
+    import torch
+    from torch._subclasses.fake_tensor import FakeTensor
+
+    if isinstance(value, FakeTensor):
+        return ("tensor", tuple(int_key(s) for s in value.shape),
+                tuple(int_key(s) for s in value.stride()), int_key(value.storage_offset()),
+                value.dtype, value.device, value.layout, value.requires_grad,
+                id(value.fake_mode))
+    if isinstance(value, torch.SymInt):
+        return int_key(value)
+    if isinstance(value, (torch.dtype, torch.device, torch.layout, torch.memory_format)):
+        return (type(value).__name__, str(value))
+    if isinstance(value, enum.Enum):
+        return (type(value).__qualname__, value.name)
+    if isinstance(value, _PLAIN):
+        return (type(value).__name__, repr(value))
+    return None  # a real tensor or anything else: not remembered
+
+
+def call_key(target: Any, args: Any, kwargs: Any) -> Optional[Tuple[Any, ...]]:
+    """The call's key, or None when an argument cannot be part of one."""
+    import torch.utils._pytree as pytree
+
+    leaves, spec = pytree.tree_flatten((args, kwargs))
+    keys: List[Any] = []
+    for leaf in leaves:
+        key = _leaf_key(leaf)
+        if key is None:
+            return None
+        keys.append(key)
+    return (id(target), str(spec), tuple(keys))
+
+
+class _Template:
+    """The first run's outputs: per tensor, what a fresh one needs."""
+
+    def __init__(self, mode: Any, tensors: List[Tuple[Any, ...]], spec: Any) -> None:
+        self.mode = mode
+        self.tensors = tensors
+        self.spec = spec
+
+
+def _template(outputs: Any, inputs: Any) -> Optional[_Template]:
+    """What the outputs are made of, or None when a fresh copy could differ."""
+    import torch.utils._pytree as pytree
+    from torch._subclasses.fake_tensor import FakeTensor
+    from torch.fx.experimental.symbolic_shapes import free_unbacked_symbols
+    from torch.multiprocessing.reductions import StorageWeakRef
+
+    leaves, spec = pytree.tree_flatten(outputs)
+    if not leaves or not all(isinstance(leaf, FakeTensor) for leaf in leaves):
+        return None
+    taken = {StorageWeakRef(leaf.untyped_storage())
+             for leaf in pytree.tree_leaves(inputs) if isinstance(leaf, FakeTensor)}
+    tensors = []
+    for leaf in leaves:
+        if (leaf.storage_offset() != 0 or leaf._base is not None or free_unbacked_symbols(leaf)
+                or StorageWeakRef(leaf.untyped_storage()) in taken):
+            return None
+        taken.add(StorageWeakRef(leaf.untyped_storage()))
+        tensors.append((tuple(leaf.shape), tuple(leaf.stride()), leaf.dtype, leaf.device,
+                        leaf.requires_grad))
+    modes = {id(leaf.fake_mode) for leaf in leaves}
+    if len(modes) != 1:
+        return None
+    return _Template(leaves[0].fake_mode, tensors, spec)
+
+
+def _fresh(template: _Template) -> Any:
+    import torch
+    import torch.utils._pytree as pytree
+
+    made = []
+    with template.mode:
+        for shape, stride, dtype, device, requires_grad in template.tensors:
+            tensor = torch.empty_strided(shape, stride, dtype=dtype, device=device)
+            if requires_grad:
+                tensor.requires_grad_(True)
+            made.append(tensor)
+    return pytree.tree_unflatten(made, template.spec)
+
+
+def _remembering_fx(original: Callable[..., Any]) -> Callable[..., Any]:
+    def _fx(self: Any, kind: str, target: Any, args: Tuple[Any, ...], kwargs: Dict[str, Any],
+            meta: Any) -> Any:
+        scope = current()
+        if scope is None or kind != "call_function" or not _target_remembered(scope, target):
+            return original(self, kind, target, args, kwargs, meta)
+        import torch.utils._pytree as pytree
+        from executorch.exir.pass_base import ProxyValue
+
+        args_data, kwargs_data = pytree.tree_map_only(
+            ProxyValue, lambda x: x.data, (args, kwargs))
+        key = call_key(target, args_data, kwargs_data)
+        template = scope.op_outputs.get(key) if key is not None else None
+        if not template:  # not seen, or its outputs could not be remade
+            scope.ops_run += 1
+            result = original(self, kind, target, args, kwargs, meta)
+            if key is not None and key not in scope.op_outputs:
+                scope.op_outputs[key] = _template(result.data, (args_data, kwargs_data)) or False
+            return result
+        scope.ops_reused += 1
+        data = _fresh(template)
+        if scope.mode == "verify":
+            result = original(self, kind, target, args, kwargs, meta)
+            found = outputs_difference(data, result.data)
+            if found is not None:
+                raise FakeOutputsVerificationError(result.proxy.node.name, found)
+            return result
+        return emit(self, kind, target, args, kwargs, meta, data)
+
+    return functools.wraps(original)(_fx)
+
+
+def _owner() -> Any:
+    from executorch.exir.pass_base import _ExportPassBase
+
+    return _ExportPassBase
+
+
+PATCH = ScopedMethodPatch(_owner, "_fx", _remembering_fx)

@@ -1,0 +1,51 @@
+"""One ``known_outputs`` block: its mode and what it learned, in a context variable
+(this thread or asyncio task; a worker forked inside the block too)."""
+
+from __future__ import annotations
+
+import threading
+from contextvars import ContextVar
+from typing import Any, Dict, Optional, Tuple
+
+__all__ = ["LAST", "LastCounts", "Scope", "current", "enter", "leave"]
+
+
+class Scope:
+    """A block's mode (``reuse`` or ``verify``), what it learned of each lowered module
+    and each operator call (by id and key: a block ends before its programs can go),
+    and its counts."""
+
+    def __init__(self, mode: str) -> None:
+        self.mode = mode
+        self.records: Dict[int, Tuple[Any, Any]] = {}
+        self.op_outputs: Dict[Any, Any] = {}
+        self.op_targets: Dict[int, Tuple[Any, bool]] = {}
+        self.delegates_reused = self.delegates_run = 0
+        self.ops_reused = self.ops_run = 0
+
+
+class LastCounts(threading.local):
+    """This thread's last closed block's counts (for reports and tests)."""
+
+    def __init__(self) -> None:
+        self.delegates_reused = self.delegates_run = 0
+        self.ops_reused = self.ops_run = 0
+
+
+LAST = LastCounts()
+_SCOPE: ContextVar[Optional[Scope]] = ContextVar("fastlower_fake_outputs", default=None)
+
+
+def current() -> Optional[Scope]:
+    """The innermost open block of this thread or task, or None."""
+    return _SCOPE.get()
+
+
+def enter(scope: Scope) -> Any:
+    return _SCOPE.set(scope)
+
+
+def leave(token: Any, scope: Scope) -> None:
+    _SCOPE.reset(token)
+    LAST.delegates_reused, LAST.delegates_run = scope.delegates_reused, scope.delegates_run
+    LAST.ops_reused, LAST.ops_run = scope.ops_reused, scope.ops_run

@@ -1,0 +1,178 @@
+"""fastlower.fake_outputs: inside fastlower's lowering steps, a delegate call's fake
+outputs are read off its original program and a torchao quantization operator's are
+remembered by its inputs' metadata, instead of re-running them; the ``.pte``,
+debug-handle and delegate maps are ExecuTorch's, and verify mode (both, compared) finds
+no difference, across model families, both XNNPACK set-ups, dynamic shapes and
+``export_llm``'s 8da4w program."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from fastlower import fake_outputs, patch
+from fastlower.fake_outputs import compare, delegates, quant_ops
+from fastlower.fake_outputs.scope import Scope
+from tests.edge.models import aten_program, partitioners
+
+DEFAULT = [("executorch_llama-dynamic", "dq+xnnpack"), ("conv", "xnnpack"),
+           ("hf_llama", "xnnpack")]
+SLOW = [("executorch_llama", "dq+xnnpack"), ("hf_llama-dynamic", "dq+xnnpack"),
+        ("conv", "dq+xnnpack")]
+
+
+def _pte(family: str, setup: str, fastlower: bool):
+    from executorch.exir import to_edge_transform_and_lower
+
+    program = aten_program(family, 2)
+    if not fastlower:
+        manager = to_edge_transform_and_lower(program, partitioner=partitioners(setup))
+        return manager.to_executorch()
+    with patch.installed():
+        manager = to_edge_transform_and_lower(program, partitioner=partitioners(setup))
+        return manager.to_executorch()
+
+
+def _same_as_reference(family: str, setup: str, mode: str, monkeypatch) -> None:
+    monkeypatch.delenv("FASTLOWER_CACHE_DIR", raising=False)
+    monkeypatch.setenv("FASTLOWER_FAKE_OUTPUTS", mode)
+    reference = _pte(family, setup, fastlower=False)
+    fast = _pte(family, setup, fastlower=True)
+    assert fake_outputs.LAST.delegates_reused > 0  # the shortcut was taken, not only the fallback
+    assert fast.buffer == reference.buffer
+    assert fast.debug_handle_map == reference.debug_handle_map
+    assert str(fast.delegate_map) == str(reference.delegate_map)
+
+
+@pytest.mark.parametrize("family,setup", DEFAULT)
+def test_verify_mode_finds_no_difference(family, setup, monkeypatch):
+    _same_as_reference(family, setup, "verify", monkeypatch)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("family,setup", SLOW)
+def test_verify_mode_finds_no_difference_slow(family, setup, monkeypatch):
+    _same_as_reference(family, setup, "verify", monkeypatch)
+
+
+def test_reuse_gives_the_reference_bytes(monkeypatch):
+    _same_as_reference("executorch_llama-dynamic", "dq+xnnpack", "reuse", monkeypatch)
+
+
+def test_run_mode_binds_nothing_and_reuses_nothing(monkeypatch):
+    fake_outputs.uninstall()
+    monkeypatch.setenv("FASTLOWER_FAKE_OUTPUTS", "run")
+    with fake_outputs.known_outputs() as scope:
+        assert scope is None
+    assert not fake_outputs.installed()
+    monkeypatch.setenv("FASTLOWER_FAKE_OUTPUTS", "reuse")
+    with fake_outputs.known_outputs() as scope:
+        assert scope is not None and fake_outputs.installed()
+    fake_outputs.uninstall()
+    assert not fake_outputs.installed()
+
+
+def _lowered_module():
+    from executorch.backends.xnnpack.partition.xnnpack_partitioner import XnnpackPartitioner
+    from executorch.exir import to_edge_transform_and_lower
+    from executorch.exir.lowered_backend_module import get_lowered_submodules
+
+    class Two(torch.nn.Module):
+        def forward(self, x):
+            return torch.relu(x) + 1.0, x * 2.0
+
+    program = torch.export.export(Two(), (torch.randn(2, 3),))
+    manager = to_edge_transform_and_lower(program, partitioner=[XnnpackPartitioner()])
+    graph_module = manager.exported_program().graph_module
+    [(_, lowered, node)] = get_lowered_submodules(graph_module)
+    return lowered, node
+
+
+def test_inputs_unlike_the_programs_run_it():
+    """Another shape, dtype or fake mode than the original program's placeholders: no
+    record is used (the call runs ExecuTorch's code)."""
+    from executorch.exir.pass_base import ProxyValue
+
+    lowered, node = _lowered_module()
+    scope = Scope("reuse")
+    recorded = [arg.meta["val"] for arg in node.args[1:]]
+
+    def args(values):
+        return tuple(ProxyValue(value, None) for value in values)
+
+    known = delegates._known(scope, lowered, args(recorded))
+    assert known is not None
+    assert [tuple(t.shape) for t in known] == [tuple(v.shape) for v in node.meta["val"]]
+    mode = recorded[0].fake_mode
+    with mode:
+        wider = torch.empty(2, 4)
+        other_dtype = torch.empty(2, 3, dtype=torch.float64)
+    with torch._subclasses.fake_tensor.FakeTensorMode() as other_mode:
+        other = torch.empty(2, 3)
+    assert other.fake_mode is other_mode
+    for wrong in (wider, other_dtype, other):
+        assert delegates._known(scope, lowered, args([wrong])) is None
+    with mode:
+        graded = torch.empty(2, 3, requires_grad=True)
+    assert delegates._known(scope, lowered, args([graded])) is None
+
+
+def test_a_difference_in_verify_mode_is_a_typed_error():
+    error = fake_outputs.FakeOutputsVerificationError("call_delegate", "shape")
+    assert isinstance(error, AssertionError) and "FASTLOWER_FAKE_OUTPUTS=run" in str(error)
+    lowered, node = _lowered_module()
+    recorded = node.meta["val"]
+    assert compare.outputs_difference(tuple(recorded), tuple(recorded)) is None
+    assert compare.outputs_difference(tuple(recorded), list(recorded)) is not None
+    assert "output 1" in compare.outputs_difference(
+        tuple(recorded), (recorded[0], recorded[0].unsqueeze(0)))
+
+
+def test_export_llm_quantized_in_verify_mode_gives_the_reference_pte(tmp_path):
+    """export_llm's program (8da4w: torchao's quantization operators; dynamic shapes;
+    two XNNPACK partitioners), in its own process, in verify mode: no difference, and
+    both shortcuts taken in the edge stage and in to_executorch."""
+    from tests.pipeline.export_llm import TINY, run_export
+
+    reference = run_export("reference", TINY, tmp_path)
+    checked = run_export("fastlower", TINY, tmp_path, workers=2,
+                         extra_env={"FASTLOWER_FAKE_OUTPUTS": "verify"})
+    assert reference.ok and checked.ok, checked.log
+    assert checked.pte_sha256 == reference.pte_sha256
+    counts = {name: rest for name, *rest in checked.fake_outputs}
+    assert counts["to_edge_transform_and_lower"][2] > 0  # quantization operators remembered
+    assert counts["to_executorch"][0] > 0  # delegate calls read off their programs
+
+
+def test_a_quant_op_key_holds_metadata_and_plain_values_only():
+    import enum
+
+    mode = torch._subclasses.fake_tensor.FakeTensorMode()
+    with mode:
+        a, b = torch.empty(2, 3), torch.empty(2, 3)
+        c = torch.empty(2, 4)
+
+    class Domain(enum.Enum):
+        INT = 1
+
+    target = object()
+    key = quant_ops.call_key(target, (a, [1, 3], torch.int8, Domain.INT, 1e-5), {})
+    assert key == quant_ops.call_key(target, (b, [1, 3], torch.int8, Domain.INT, 1e-5), {})
+    assert key != quant_ops.call_key(target, (c, [1, 3], torch.int8, Domain.INT, 1e-5), {})
+    assert key != quant_ops.call_key(target, (a, [1, 3], torch.int8, Domain.INT, 1e-6), {})
+    assert quant_ops.call_key(target, (torch.ones(2),), {}) is None  # a real tensor
+    assert quant_ops.remembered("<EdgeOpOverload: torchao.choose_qparams_affine.default>")
+    assert not quant_ops.remembered(torch.ops.aten.add.Tensor)
+
+
+def test_an_output_aliasing_an_input_is_not_remembered():
+    mode = torch._subclasses.fake_tensor.FakeTensorMode()
+    with mode:
+        x = torch.empty(2, 3)
+        fresh = torch.empty(2, 3)
+        view = x.view(3, 2)
+    assert quant_ops._template(fresh, (x,)) is not None
+    assert quant_ops._template(view, (x,)) is None
+    assert quant_ops._template(x, (x,)) is None
+    made = quant_ops._fresh(quant_ops._template((fresh, fresh.sum(0)), (x,)))
+    assert compare.outputs_difference(made, (fresh, fresh.sum(0))) is None
