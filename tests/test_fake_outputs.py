@@ -171,8 +171,13 @@ def test_an_output_aliasing_an_input_is_not_remembered():
         x = torch.empty(2, 3)
         fresh = torch.empty(2, 3)
         view = x.view(3, 2)
+        own_view = torch.empty(4, 3)[1:3]  # a view of a tensor of its own
     assert quant_ops._template(fresh, (x,)) is not None
     assert quant_ops._template(view, (x,)) is None
     assert quant_ops._template(x, (x,)) is None
-    made = quant_ops._fresh(quant_ops._template((fresh, fresh.sum(0)), (x,)))
-    assert compare.outputs_difference(made, (fresh, fresh.sum(0))) is None
+    assert quant_ops._template((fresh, fresh), (x,)) is None  # two outputs, one storage
+    outputs = (fresh, fresh.sum(0), own_view)
+    made = quant_ops._fresh(quant_ops._template(outputs, (x,)))
+    assert compare.outputs_difference(made, outputs) is None
+    assert made[2]._base is not None and made[2].storage_offset() == 3
+    assert compare.outputs_difference((fresh,), (own_view,)) is not None

@@ -1,6 +1,6 @@
 """Fake values compared by their metadata: what a node's ``meta["val"]`` records, as
 ExecuTorch's passes would see it (shapes and strides as symbolic expressions, storage
-offset, dtype, device, layout, ``requires_grad``, fake mode)."""
+offset, dtype, device, layout, ``requires_grad``, whether it is a view, fake mode)."""
 
 from __future__ import annotations
 
@@ -53,7 +53,8 @@ def difference(recorded: Any, given: Any) -> Optional[str]:
               ("stride", lambda t: [int_key(s) for s in t.stride()]),
               ("storage offset", lambda t: int_key(t.storage_offset())),
               ("dtype", lambda t: t.dtype), ("device", lambda t: t.device),
-              ("layout", lambda t: t.layout), ("requires_grad", lambda t: t.requires_grad))
+              ("layout", lambda t: t.layout), ("requires_grad", lambda t: t.requires_grad),
+              ("view", lambda t: t._base is not None))
     for name, read in fields:
         if read(recorded) != read(given):
             return f"{name} {read(recorded)} against {read(given)}"

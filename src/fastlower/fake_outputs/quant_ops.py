@@ -13,10 +13,10 @@ key: the operator, and per argument its fake metadata (shapes and strides as sym
 expressions, storage offset, dtype, device, ``requires_grad``, fake mode) or its plain
 value (ints, floats by ``repr``, bools, strings, dtypes, enums, ``None``). A later call
 with the same key gets fresh fake tensors with the first run's metadata
-(``torch.empty_strided`` in the same fake mode). It runs the operator when an argument
-or output is anything else, when an output is not a fresh tensor (a view or alias of
-an input, a nonzero storage offset), or when an output's size holds a data-dependent
-(unbacked) symbol.
+(``torch.empty_strided`` in the same fake mode; where an output was a view of a tensor
+of its own, a view of a new such tensor). It runs the operator when an argument or
+output is anything else, when an output shares storage with an input or another
+output, or when an output's size holds a data-dependent (unbacked) symbol.
 """
 
 from __future__ import annotations
@@ -86,10 +86,15 @@ def call_key(target: Any, args: Any, kwargs: Any) -> Optional[Tuple[Any, ...]]:
 class _Template:
     """The first run's outputs: per tensor, what a fresh one needs."""
 
-    def __init__(self, mode: Any, tensors: List[Tuple[Any, ...]], spec: Any) -> None:
+    def __init__(self, mode: Any, tensors: List[Any], spec: Any) -> None:
         self.mode = mode
         self.tensors = tensors
         self.spec = spec
+
+
+def _tensor_spec(leaf: Any) -> Tuple[Any, ...]:
+    return (tuple(leaf.shape), tuple(leaf.stride()), leaf.storage_offset(), leaf.dtype,
+            leaf.device, leaf.requires_grad)
 
 
 def _template(outputs: Any, inputs: Any) -> Optional[_Template]:
@@ -104,14 +109,20 @@ def _template(outputs: Any, inputs: Any) -> Optional[_Template]:
         return None
     taken = {StorageWeakRef(leaf.untyped_storage())
              for leaf in pytree.tree_leaves(inputs) if isinstance(leaf, FakeTensor)}
-    tensors = []
+    tensors: List[Tuple[Tuple[Any, ...], Optional[Tuple[Any, ...]]]] = []
     for leaf in leaves:
-        if (leaf.storage_offset() != 0 or leaf._base is not None or free_unbacked_symbols(leaf)
-                or StorageWeakRef(leaf.untyped_storage()) in taken):
+        storage = StorageWeakRef(leaf.untyped_storage())
+        if free_unbacked_symbols(leaf) or storage in taken:
+            return None  # a new unbacked symbol per run, or an alias of an input or output
+        taken.add(storage)
+        base = leaf._base
+        if base is None and leaf.storage_offset() == 0:
+            tensors.append((_tensor_spec(leaf), None))
+        elif base is not None and not leaf.requires_grad and base._base is None \
+                and base.storage_offset() == 0 and not base.requires_grad:
+            tensors.append((_tensor_spec(leaf), _tensor_spec(base)))  # a view of its own
+        else:
             return None
-        taken.add(StorageWeakRef(leaf.untyped_storage()))
-        tensors.append((tuple(leaf.shape), tuple(leaf.stride()), leaf.dtype, leaf.device,
-                        leaf.requires_grad))
     modes = {id(leaf.fake_mode) for leaf in leaves}
     if len(modes) != 1:
         return None
@@ -119,15 +130,20 @@ def _template(outputs: Any, inputs: Any) -> Optional[_Template]:
 
 
 def _fresh(template: _Template) -> Any:
+    """New fake tensors like the template's (a view of a new base where it was one)."""
     import torch
     import torch.utils._pytree as pytree
 
     made = []
     with template.mode:
-        for shape, stride, dtype, device, requires_grad in template.tensors:
-            tensor = torch.empty_strided(shape, stride, dtype=dtype, device=device)
-            if requires_grad:
-                tensor.requires_grad_(True)
+        for (shape, stride, offset, dtype, device, requires_grad), base in template.tensors:
+            if base is None:
+                tensor = torch.empty_strided(shape, stride, dtype=dtype, device=device)
+                if requires_grad:
+                    tensor.requires_grad_(True)
+            else:
+                own = torch.empty_strided(base[0], base[1], dtype=base[3], device=base[4])
+                tensor = own.as_strided(shape, stride, offset)
             made.append(tensor)
     return pytree.tree_unflatten(made, template.spec)
 
