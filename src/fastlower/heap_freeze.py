@@ -29,70 +29,88 @@ from __future__ import annotations
 import gc
 import threading
 from contextlib import contextmanager
-from typing import Iterator
+from typing import Callable, ContextManager, Iterator
 
 from . import settings
 
 __all__ = ["frozen_heap", "full_collections_paused", "held"]
 
 _LOCK = threading.Lock()
-_held = 0  # fastlower's open blocks that froze the heap, in every thread
-_paused = 0  # open full_collections_paused blocks, in every thread
-_saved_threshold = 0  # the oldest generation's threshold before the first of them
 _PAUSED_THRESHOLD = 1 << 30
+
+
+class _Hold:
+    """A process-wide change held by fastlower's open blocks, in every thread: each
+    entering block asks ``enter(first)`` whether it takes part (and makes its part of
+    the change); the last one out calls ``leave()``."""
+
+    def __init__(self, enter: Callable[[bool], bool], leave: Callable[[], None]) -> None:
+        self.count = 0
+        self._enter = enter
+        self._leave = leave
+
+    @contextmanager
+    def block(self, wanted: bool) -> Iterator[bool]:
+        own = False
+        if wanted:
+            with _LOCK:
+                own = self._enter(not self.count)
+                self.count += own
+        try:
+            yield own
+        finally:
+            if own:
+                with _LOCK:
+                    self.count -= 1
+                    if not self.count:
+                        self._leave()
+
+
+def _freeze(first: bool) -> bool:
+    if first and gc.get_freeze_count():
+        return False  # the process froze objects itself: unfreezing would release theirs
+    gc.freeze()
+    return True
+
+
+_saved_threshold = [0]  # the oldest generation's threshold before the pause
+
+
+def _pause(first: bool) -> bool:
+    if first:
+        young, middle, oldest = gc.get_threshold()
+        if not oldest:
+            return False  # automatic full collections off: the process's own business
+        _saved_threshold[0] = oldest
+        gc.set_threshold(young, middle, _PAUSED_THRESHOLD)
+    return True
+
+
+def _resume() -> None:
+    young, middle, oldest = gc.get_threshold()
+    if oldest == _PAUSED_THRESHOLD:  # else someone set their own meanwhile
+        gc.set_threshold(young, middle, _saved_threshold[0])
+
+
+_FROZEN = _Hold(_freeze, gc.unfreeze)
+_PAUSED = _Hold(_pause, _resume)
 
 
 def held() -> int:
     """How many of fastlower's blocks hold the heap frozen now."""
-    return _held
+    return _FROZEN.count
 
 
-@contextmanager
-def frozen_heap(required: bool = False) -> Iterator[bool]:
+def frozen_heap(required: bool = False) -> ContextManager[bool]:
     """Within the block the objects alive at its start are frozen (see the module).
     Yields whether this block froze them. ``required``: whatever
     ``FASTLOWER_HEAP_FREEZE`` says (a fork's children must not walk the parent's pages)."""
-    global _held
-    own = False
-    if required or settings.heap_freeze():
-        with _LOCK:
-            if _held or not gc.get_freeze_count():
-                gc.freeze()
-                _held += 1
-                own = True
-    try:
-        yield own
-    finally:
-        if own:
-            with _LOCK:
-                _held -= 1
-                if not _held:
-                    gc.unfreeze()
+    return _FROZEN.block(required or settings.heap_freeze())
 
 
-@contextmanager
-def full_collections_paused() -> Iterator[bool]:
+def full_collections_paused() -> ContextManager[bool]:
     """Within the block no full collection runs (see the module); with
     ``FASTLOWER_HEAP_FREEZE=0``, or when the process set that threshold to 0 (automatic
     collection of the oldest generation is then its own business), nothing changes.
     Yields whether this block paused them."""
-    global _paused, _saved_threshold
-    own = False
-    if settings.heap_freeze():
-        with _LOCK:
-            young, middle, oldest = gc.get_threshold()
-            if _paused or oldest:
-                if not _paused:
-                    _saved_threshold = oldest
-                    gc.set_threshold(young, middle, _PAUSED_THRESHOLD)
-                _paused += 1
-                own = True
-    try:
-        yield own
-    finally:
-        if own:
-            with _LOCK:
-                _paused -= 1
-                young, middle, oldest = gc.get_threshold()
-                if not _paused and oldest == _PAUSED_THRESHOLD:  # else someone set theirs
-                    gc.set_threshold(young, middle, _saved_threshold)
+    return _PAUSED.block(settings.heap_freeze())
