@@ -92,7 +92,11 @@ def _resume() -> None:
         gc.set_threshold(young, middle, _saved_threshold[0])
 
 
-_FROZEN = _Hold(_freeze, gc.unfreeze)
+def _unfreeze() -> None:
+    gc.unfreeze()
+
+
+_FROZEN = _Hold(_freeze, _unfreeze)
 _PAUSED = _Hold(_pause, _resume)
 
 
