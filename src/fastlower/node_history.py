@@ -20,21 +20,16 @@ task is inside such a block (a context variable) and ``FASTLOWER_NODE_HISTORY`` 
 from __future__ import annotations
 
 import functools
-import threading
 from contextlib import contextmanager
 from contextvars import ContextVar
-from typing import Any, Callable, Iterator, Optional
+from typing import Any, Callable, Iterator
 
 from . import settings
+from .scoped_patch import ScopedMethodPatch
 
 __all__ = ["installed", "shared_history", "uninstall"]
 
 _SHARING: ContextVar[bool] = ContextVar("fastlower_shared_node_history", default=False)
-_LOCK = threading.Lock()
-_ORIGINAL: Optional[Callable[..., None]] = None  # torch's NodeSource.__init__
-_PATCHED: Optional[Callable[..., None]] = None  # fastlower's, while bound
-
-
 def _node_source() -> Any:
     from torch.fx.traceback import NodeSource
 
@@ -58,33 +53,11 @@ def _sharing_init(original: Callable[..., None]) -> Callable[..., None]:
     return functools.wraps(original)(__init__)
 
 
-def _install() -> None:
-    global _ORIGINAL, _PATCHED
-    with _LOCK:
-        if _PATCHED is not None:
-            return
-        owner = _node_source()
-        _ORIGINAL = owner.__dict__["__init__"]
-        _PATCHED = _sharing_init(_ORIGINAL)
-        owner.__init__ = _PATCHED
-
-
-def installed() -> bool:
-    """Whether the patch is bound now."""
-    return _PATCHED is not None
-
-
-def uninstall() -> None:
-    """Puts torch's ``NodeSource.__init__`` back (a binding someone else made after
-    fastlower's stays); the next :func:`shared_history` block binds the patch again."""
-    global _ORIGINAL, _PATCHED
-    with _LOCK:
-        if _PATCHED is None:
-            return
-        owner = _node_source()
-        if owner.__dict__.get("__init__") is _PATCHED:
-            owner.__init__ = _ORIGINAL
-        _ORIGINAL = _PATCHED = None
+_PATCH = ScopedMethodPatch(_node_source, "__init__", _sharing_init)
+installed = _PATCH.installed  # whether the patch is bound now
+# puts torch's ``NodeSource.__init__`` back (a binding someone else made after
+# fastlower's stays); the next :func:`shared_history` block binds the patch again
+uninstall = _PATCH.uninstall
 
 
 @contextmanager
@@ -94,7 +67,7 @@ def shared_history() -> Iterator[None]:
     if settings.node_history() != "share":
         yield
         return
-    _install()
+    _PATCH.install()
     token = _SHARING.set(True)
     try:
         yield

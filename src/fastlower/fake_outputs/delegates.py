@@ -94,11 +94,7 @@ def _known(scope: Scope, lowered_module: Any, args: Tuple[Any, ...]) -> Optional
     import torch.utils._pytree as pytree
     from executorch.exir.pass_base import ProxyValue
 
-    cached = scope.records.get(id(lowered_module))
-    if cached is None or cached[0] is not lowered_module:
-        cached = (lowered_module, _record(lowered_module))
-        scope.records[id(lowered_module)] = cached
-    record = cached[1]
+    record = scope.by_object(scope.records, lowered_module, _record)
     if record is None or len(args) != len(record.inputs):
         return None
     given = [arg.data if isinstance(arg, ProxyValue) else arg for arg in args]

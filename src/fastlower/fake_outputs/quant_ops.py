@@ -28,7 +28,7 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 from ..scoped_patch import ScopedMethodPatch
 from .compare import FakeOutputsVerificationError, int_key, outputs_difference
 from .emit import emit
-from .scope import Scope, current
+from .scope import current
 
 __all__ = ["PATCH", "remembered"]
 
@@ -39,14 +39,6 @@ def remembered(target: Any) -> bool:
     """Whether calls of ``target`` are remembered (torchao's quantization operators,
     as ATen or Edge operators)."""
     return "torchao." in str(target)
-
-
-def _target_remembered(scope: Scope, target: Any) -> bool:
-    seen = scope.op_targets.get(id(target))
-    if seen is None or seen[0] is not target:
-        seen = (target, remembered(target))
-        scope.op_targets[id(target)] = seen
-    return bool(seen[1])
 
 
 def _leaf_key(value: Any) -> Optional[Any]:
@@ -152,7 +144,8 @@ def _remembering_fx(original: Callable[..., Any]) -> Callable[..., Any]:
     def _fx(self: Any, kind: str, target: Any, args: Tuple[Any, ...], kwargs: Dict[str, Any],
             meta: Any) -> Any:
         scope = current()
-        if scope is None or kind != "call_function" or not _target_remembered(scope, target):
+        if (scope is None or kind != "call_function"
+                or not scope.by_object(scope.op_targets, target, remembered)):
             return original(self, kind, target, args, kwargs, meta)
         import torch.utils._pytree as pytree
         from executorch.exir.pass_base import ProxyValue

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import threading
 from contextvars import ContextVar
-from typing import Any, Dict, Optional, Tuple
+from typing import Any, Callable, Dict, Optional, Tuple
 
 __all__ = ["LAST", "LastCounts", "Scope", "current", "enter", "leave"]
 
@@ -22,6 +22,17 @@ class Scope:
         self.op_targets: Dict[int, Tuple[Any, bool]] = {}
         self.delegates_reused = self.delegates_run = 0
         self.ops_reused = self.ops_run = 0
+
+    @staticmethod
+    def by_object(table: Dict[int, Tuple[Any, Any]], obj: Any,
+                  compute: Callable[[Any], Any]) -> Any:
+        """``compute(obj)``, memoized in ``table`` by the object's identity (its id, checked
+        against the object kept beside it)."""
+        seen = table.get(id(obj))
+        if seen is None or seen[0] is not obj:
+            seen = (obj, compute(obj))
+            table[id(obj)] = seen
+        return seen[1]
 
 
 class LastCounts(threading.local):
