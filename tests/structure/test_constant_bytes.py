@@ -30,4 +30,4 @@ def test_packed_4bit_is_xnnpacks_conversion():
     assert constant_bytes.apply("packed_4bit", values) == bytes(packed.untyped_storage())
     key = hashlib.sha256(bytes(packed.untyped_storage())).hexdigest()
     found, why = constant_bytes.explain([key], [torch.randn(4, 6), values])
-    assert found == [(1, "packed_4bit")], why
+    assert found == [(1, "packed_4bit", ())], why

@@ -18,8 +18,8 @@ def _sources(a: dict, b: dict, numbers=()) -> Sources:
 
 
 def test_a_stored_input_constant_becomes_the_new_checkpoints():
-    a = {"w": torch.arange(6.0).reshape(2, 3), "b": torch.ones(3)}
-    b = {"w": torch.arange(6.0).reshape(2, 3) + 1, "b": torch.ones(3)}
+    a = {"w": torch.arange(1.0, 7.0).reshape(2, 3), "b": torch.ones(3)}
+    b = {"w": torch.arange(1.0, 7.0).reshape(2, 3) + 1, "b": torch.ones(3)}
     new, changed = _sources(a, b).new_value("w", a["w"].clone())
     assert changed and torch.equal(new, b["w"])
     new, changed = _sources(a, b).new_value("b", torch.ones(3))
@@ -27,8 +27,8 @@ def test_a_stored_input_constant_becomes_the_new_checkpoints():
 
 
 def test_a_parameter_stays_a_parameter_with_the_stored_strides():
-    a = {"w": torch.arange(6.0).reshape(2, 3)}
-    b = {"w": -torch.arange(6.0).reshape(2, 3)}
+    a = {"w": torch.arange(1.0, 7.0).reshape(2, 3)}
+    b = {"w": -torch.arange(1.0, 7.0).reshape(2, 3)}
     stored = torch.nn.Parameter(a["w"].t().contiguous().t(), requires_grad=False)
     new, _ = _sources(a, b).new_value("w", stored)
     assert isinstance(new, torch.nn.Parameter) and not new.requires_grad
@@ -56,3 +56,38 @@ def test_inputs_equal_in_one_checkpoint_only_refuse():
     assert "equals another in one checkpoint only" in same_pattern(
         a, {"m/x": "e1", "m/y": "e3", "m/z": "e2"})
     assert "differ by name" in same_pattern(a, {"m/x": "e1", "m/y": "e1"})
+
+
+def test_an_input_equal_to_a_literal_is_ambiguous():
+    """``gate == 0.5`` beside ``y * 0.5``: the stored 0.5 could be either; B moves one."""
+    a, b = {"gate": torch.tensor(0.5)}, {"gate": torch.tensor(0.7)}
+    with pytest.raises(NotRefittable, match="both input 'gate' and a literal"):
+        _sources(a, b, numbers=[0.5]).new_value("c", torch.tensor(0.5))
+    # an integer buffer equal to an integer literal, unchanged in B: ambiguous too
+    n = {"n": torch.tensor(2)}
+    with pytest.raises(NotRefittable, match="both input 'n' and a literal"):
+        _sources(n, n, numbers=[2]).new_value("c", torch.tensor(2))
+
+
+@pytest.mark.parametrize("a_value, b_value, why", [
+    (torch.tensor(0.3), torch.tensor(0.5), "one element"),  # B's may equal a literal
+    (torch.zeros(4), torch.randn(4), "uniform"),  # a zero bias, then a trained one
+    (torch.full((4,), 2.0), torch.full((4,), 3.0), "uniform"),
+    (torch.tensor([1.0, 2.0, 3.0]), torch.tensor([1.0, 0.0, 3.0]), "a zero element"),
+    (torch.tensor([1.0, 2.0, 3.0]), torch.tensor([1.0, -0.0, 3.0]), "a negative zero"),
+    (torch.tensor([1.0, 2.0, 3.0]), torch.tensor([1.0, float("nan"), 3.0]), "non-finite"),
+    (torch.tensor([1.0, 2.0, 3.0]), torch.tensor([1.0, 1e-40, 3.0]), "subnormal"),
+    (torch.tensor([1, 2, 3], dtype=torch.int8), torch.tensor([1, 9, 3], dtype=torch.int8),
+     "4-bit range"),
+])
+def test_a_changed_input_in_another_case_refuses(a_value, b_value, why):
+    a, b = {"w": a_value}, {"w": b_value}
+    with pytest.raises(NotRefittable, match=why):
+        _sources(a, b).new_value("w", a_value.clone())
+
+
+def test_an_unchanged_uniform_input_is_kept():
+    a = {"norm": torch.ones(4), "w": torch.tensor([1.0, 2.0])}
+    b = {"norm": torch.ones(4), "w": torch.tensor([3.0, 4.0])}
+    assert _sources(a, b).new_value("norm", torch.ones(4))[1] is False
+    assert torch.equal(_sources(a, b).new_value("w", a["w"].clone())[0], b["w"])

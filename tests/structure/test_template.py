@@ -117,4 +117,4 @@ def test_keys_named_otherwise_are_not_explained():
     assert found is None and "not a sha256 name" in why
     data = constant_bytes.apply("float32", torch.ones(3))
     found, why = constant_bytes.explain([constant_bytes.digest(data)], [torch.ones(3)])
-    assert found == [(0, "stored")] and why == ""
+    assert found == [(0, "stored", ("float32",))] and why == ""

@@ -20,7 +20,9 @@ length renamed ``mul_285`` to ``mul_315``. (Measured: a retrace
 of export_llm's program, which has both, its KV-cache update an
 ``auto_functionalized_v2`` and its cache position an ``item()``, renames nodes,
 ``mul_181`` becoming ``mul_205``: not a no-op.) An empty table is never skipped: it is the
-functionalizing retrace.
+functionalizing retrace. Nor is a program that mutates a user input in place (a static
+KV cache passed as an input and updated): a retrace changes the order of its copies
+back to the input, and the ``.pte`` bytes with it.
 """
 
 from __future__ import annotations
@@ -63,11 +65,21 @@ def _always_decomposed(op: torch._ops.OpOverload) -> bool:
     return _is_cia_op(op) and not _check_valid_to_preserve(op)
 
 
+def _mutated_user_inputs(program: Any) -> list:
+    """The user inputs the program writes to: a retrace re-orders their copies back (a
+    measured difference in the ``.pte``'s bytes), so it is not skipped."""
+    signature = getattr(program, "graph_signature", None)
+    return sorted(getattr(signature, "user_inputs_to_mutate", {}).values())
+
+
 def why_not_skipped(program: Any, table: Collection[Any]) -> Optional[str]:
     """None when ``program.run_decompositions(table)`` provably returns the same program;
     else why that is not proven (the retrace must run)."""
     if not table:
         return "an empty table: the functionalizing retrace"
+    mutated = _mutated_user_inputs(program)
+    if mutated:
+        return f"user inputs are mutated in place ({', '.join(mutated[:3])})"
     from torch.fx.experimental.symbolic_shapes import free_symbols, free_unbacked_symbols
 
     for module in graph_modules(program.graph_module):

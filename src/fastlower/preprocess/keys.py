@@ -64,6 +64,11 @@ from torch.export import ExportedProgram
 from .jobs import PreprocessJob
 
 ENTRY_FORMAT = 1
+# The generation of fastlower's shortcuts (derived preprocess results, refit, skipped
+# retraces, reused fake outputs). It is in every key and entry stamp, and is raised
+# whenever a shortcut is found unsound, so that nothing an earlier generation derived is
+# ever served. 2: value cases, ambiguous steps and provenance, mutated user inputs.
+SHORTCUTS = 2
 TensorDigests = Dict[int, Tuple[torch.Tensor, str]]
 _ADDRESS = re.compile(r" at 0x[0-9a-fA-F]+|0x[0-9a-fA-F]{6,}")
 _SKIPPED_META = frozenset({"from_node", "seq_nr"})
@@ -80,7 +85,7 @@ def versions() -> str:
         except importlib.metadata.PackageNotFoundError:
             return "unknown"
     return (f"torch={torch.__version__};executorch={version('executorch')};"
-            f"fastlower={version('fastlower')};format={ENTRY_FORMAT}")
+            f"fastlower={version('fastlower')};format={ENTRY_FORMAT};shortcuts={SHORTCUTS}")
 
 
 def _source_root(module_name: str) -> List[Path]:

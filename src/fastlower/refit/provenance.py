@@ -14,6 +14,19 @@ tensor it holds has a provenance that B determines:
 
 Anything else (a constant some pass computed from values: BatchNorm folded into a
 convolution, a transposed weight) has no provenance, and the lowering is not refit.
+
+A provenance read off bytes is sound only where no other source explains the same bytes,
+in either checkpoint, and where B's values are treated as A's were. So the refit refuses
+(and the call lowers for real) when:
+
+* a tensor is both an input constant and a literal of the program in A (``gate == 0.5``
+  beside ``y * 0.5``);
+* a changed input is uniform or has one element (a zero bias, a ones norm weight, a
+  scalar, which B could set equal to a literal): a tensor a pass computed, or a
+  literal, could have the same bytes;
+* a changed input is in another value case in B than in A
+  (:mod:`fastlower.structure.value_case`: all zero, uniform, zero / subnormal /
+  non-finite elements): a pass or backend may read that.
 """
 
 from __future__ import annotations
@@ -26,6 +39,7 @@ import torch
 from torch.export import ExportedProgram
 
 from ..preprocess.keys import content_digest
+from ..structure import value_case
 
 
 class NotRefittable(Exception):
@@ -127,15 +141,35 @@ class Sources:
     def new_value(self, where: str, stored: torch.Tensor) -> Tuple[torch.Tensor, bool]:
         """B's tensor for the tensor ``stored`` at ``where`` in A's lowering, and whether
         it differs from A's; :class:`NotRefittable` when it has no provenance."""
+        literal = stored.numel() == 1 and _is_literal(stored, self.numbers)
         names = self.a_by_digest.get(digest(stored), [])
         for name in names:
             source = self.b_tensors[name]
             if (source.shape, source.dtype) == (stored.shape, stored.dtype):
+                if literal:
+                    raise NotRefittable(f"{where} is both input {name!r} and a literal of the "
+                                        "program in the cached checkpoint")
+                if name in self.changed:
+                    _check_changed(f"{where} (input {name!r})", stored, source)
                 return _like(stored, source), name in self.changed
-        if stored.numel() == 1 and _is_literal(stored, self.numbers):
+        if literal:
             return stored, False
         raise NotRefittable(f"{where} is no input constant and no literal of the program "
                             "(a pass computed it from values)", structural=True)
+
+
+def _check_changed(where: str, a: torch.Tensor, b: torch.Tensor) -> None:
+    """:class:`NotRefittable` unless B's value of a changed input is as distinct a source as
+    A's and in A's value case."""
+    case = value_case.case_of(a)
+    if a.numel() == 1 or "U" in case:
+        raise NotRefittable(f"{where} is {'one element' if a.numel() == 1 else 'uniform'} "
+                            "and changed: another source could have its bytes")
+    new_case = value_case.case_of(b)
+    if new_case != case:
+        raise NotRefittable(f"{where} is in another value case in the new checkpoint "
+                            f"({value_case.describe(new_case)}; the cached one's: "
+                            f"{value_case.describe(case)})")
 
 
 def _is_literal(tensor: torch.Tensor, numbers: Set[float]) -> bool:

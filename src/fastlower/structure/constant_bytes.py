@@ -83,9 +83,12 @@ def split_key(key: str) -> Optional[Tuple[str, str]]:
 
 
 def explain(keys: Sequence[str], constants: Sequence[torch.Tensor]
-            ) -> Tuple[Optional[List[Tuple[int, str]]], str]:
-    """For each key, ``(constant position, step)`` whose bytes hash to it; ``None`` and
-    why when a key has no explanation or two different constants explain it."""
+            ) -> Tuple[Optional[List[Tuple[int, str, Tuple[str, ...]]]], str]:
+    """For each key, ``(constant position, step, other steps)``: the constant and step
+    whose bytes hash to it, and the other catalog steps that give the same bytes from
+    that constant (on these values: a zero or uniform tensor is its own channels-last
+    layout); ``None`` and why when a key has no explanation or two different constants
+    explain it."""
     digests: Dict[str, List[Tuple[int, str]]] = {}
     for position, tensor in enumerate(constants):
         for step, function in STEPS.items():
@@ -104,5 +107,20 @@ def explain(keys: Sequence[str], constants: Sequence[torch.Tensor]
             return None, f"named data {key[:18]}... is no catalog step of a constant"
         if len({position for position, _ in sources}) > 1:
             return None, f"named data {key[:18]}... {AMBIGUOUS}"
-        found.append(sources[0])
+        position, step = sources[0]
+        found.append((position, step, tuple(other for _, other in sources[1:])))
     return found, ""
+
+
+def same_function(step: str, other: str, tensor: torch.Tensor) -> bool:
+    """Whether two steps give the same bytes for every tensor of ``tensor``'s dtype and
+    shape (so a member's values cannot tell them apart)."""
+    pair = {step, other}
+    if pair == {"stored", "float32"}:
+        return tensor.dtype == torch.float32
+    if pair == {"stored", "bfloat16"}:
+        return tensor.dtype == torch.bfloat16
+    if pair == {"stored", "channels_last"}:
+        return tensor.dim() == 4 and (tensor.shape[1] == 1
+                                      or tensor.shape[2] * tensor.shape[3] == 1)
+    return False

@@ -21,7 +21,7 @@ import xxhash
 from executorch.exir._serialize._named_data_store import NamedDataStore
 from executorch.exir.backend.backend_details import PreprocessResult
 
-from . import constant_bytes
+from . import constant_bytes, value_case
 from .shape_key import PartitionShape
 from .xnnpack_blob import BlobLayoutError, read_fields
 
@@ -32,13 +32,16 @@ class NotDerivable(Exception):
 
 @dataclass(frozen=True)
 class Entry:
-    """One named data entry: ``prefix + sha256(step(constants[constant]))``."""
+    """One named data entry: ``prefix + sha256(step(constants[constant]))``.
+    ``alternatives``: other steps that gave the same bytes on the samples; a member is
+    derived only where they give its bytes too (the samples did not tell them apart)."""
 
     prefix: str
     constant: int
     step: str
     alignment: int
     tensor_layout: Optional[object]
+    alternatives: Tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -51,6 +54,7 @@ class Template:
     handle_slots: Tuple[Tuple[int, Tuple[int, ...]], ...]  # (blob position, nodes with it)
     unread: Tuple[Tuple[int, str], ...]  # constants no entry holds: (position, xxh3 digest)
     handle_map: Optional[dict]  # the representative's (empty) debug-handle map, as it was
+    cases: Tuple[str, ...] = ()  # each constant's value case (:mod:`.value_case`)
 
 
 def _fingerprint(tensor: torch.Tensor) -> str:
@@ -75,8 +79,8 @@ def learn(shape: PartitionShape, result: PreprocessResult) -> Template:
     if explained is None:
         raise NotDerivable(why)
     entries = tuple(Entry(_prefix(key), position, step, entries_out[key].alignment,
-                          entries_out[key].tensor_layout)
-                    for key, (position, step) in zip(keys, explained))
+                          entries_out[key].tensor_layout, others)
+                    for key, (position, step, others) in zip(keys, explained))
     blob = bytes(result.processed_bytes)
     try:
         fields = read_fields(blob)
@@ -103,7 +107,8 @@ def learn(shape: PartitionShape, result: PreprocessResult) -> Template:
     unread = tuple((i, _fingerprint(t)) for i, t in enumerate(shape.constants) if i not in read)
     return Template(shape.key, blob, entries,
                     tuple(entries_out[key].buffer_index for key in keys),
-                    tuple(key_slots), tuple(handle_slots), unread, result.debug_handle_map)
+                    tuple(key_slots), tuple(handle_slots), unread, result.debug_handle_map,
+                    value_case.cases(shape.constants))
 
 
 def derive(template: Template, shape: PartitionShape) -> PreprocessResult:
@@ -113,13 +118,13 @@ def derive(template: Template, shape: PartitionShape) -> PreprocessResult:
     for position, fingerprint in template.unread:
         if _fingerprint(shape.constants[position]) != fingerprint:
             raise NotDerivable(f"constant {position}, which no named data holds, differs")
+    why = value_case.first_difference(template.cases, shape.constants)
+    if why:
+        raise NotDerivable(why)
     store = NamedDataStore()
     keys: List[str] = []
     for entry in template.entries:
-        try:
-            data = constant_bytes.apply(entry.step, shape.constants[entry.constant])
-        except Exception as exc:  # e.g. values out of 4-bit range: the backend raises too
-            raise NotDerivable(f"step {entry.step} of constant {entry.constant}: {exc!r}") from exc
+        data = _entry_bytes(entry, shape.constants[entry.constant])
         key = entry.prefix + constant_bytes.digest(data)
         keys.append(key)
         store.add_named_data(key, data, entry.alignment, None, entry.tensor_layout)
@@ -142,12 +147,32 @@ def derive(template: Template, shape: PartitionShape) -> PreprocessResult:
         None if template.handle_map is None else {}), data_store_output=output)
 
 
+def _entry_bytes(entry: Entry, tensor: torch.Tensor) -> bytes:
+    """The entry's bytes for a member's constant; :class:`NotDerivable` when a step fails
+    or when a step the samples could not tell from it gives other bytes."""
+    try:
+        data = constant_bytes.apply(entry.step, tensor)
+        for other in entry.alternatives:
+            if constant_bytes.same_function(entry.step, other, tensor):
+                continue
+            if constant_bytes.apply(other, tensor) != data:
+                raise NotDerivable(
+                    f"constant {entry.constant}: steps {entry.step} and {other} gave the "
+                    "samples' bytes alike and differ on this member's values")
+    except NotDerivable:
+        raise
+    except Exception as exc:  # e.g. values out of 4-bit range: the backend raises too
+        raise NotDerivable(f"step {entry.step} of constant {entry.constant}: {exc!r}") from exc
+    return data
+
+
 def to_plain(template: Template) -> tuple:
     """The template as plain data (tuples, strings, ints, bytes), for the cache."""
-    entries = tuple((e.prefix, e.constant, e.step, e.alignment, e.tensor_layout)
-                    for e in template.entries)
+    entries = tuple((e.prefix, e.constant, e.step, e.alignment, e.tensor_layout,
+                     e.alternatives) for e in template.entries)
     return (template.key, template.blob, entries, template.buffer_indices, template.key_slots,
-            template.handle_slots, template.unread, template.handle_map is None)
+            template.handle_slots, template.unread, template.handle_map is None,
+            template.cases)
 
 
 def _prefix(key: str) -> str:
@@ -160,19 +185,19 @@ def _prefix(key: str) -> str:
 def from_plain(value: Any) -> Template:
     """A template from :func:`to_plain`'s data; :class:`NotDerivable` if malformed."""
     try:
-        key, blob, entries, buffers, key_slots, handle_slots, unread, map_none = value
+        key, blob, entries, buffers, key_slots, handle_slots, unread, map_none, cases = value
         template = Template(
             str(key), bytes(blob),
-            tuple(Entry(str(p), int(c), str(s), int(a), layout)
-                  for p, c, s, a, layout in entries),
+            tuple(Entry(str(p), int(c), str(s), int(a), layout, tuple(str(o) for o in others))
+                  for p, c, s, a, layout, others in entries),
             tuple(int(b) for b in buffers),
             tuple((int(at), int(i)) for at, i in key_slots),
             tuple((int(at), tuple(int(k) for k in nodes)) for at, nodes in handle_slots),
             tuple((int(i), str(d)) for i, d in unread),
-            None if map_none else {})
+            None if map_none else {}, tuple(str(c) for c in cases))
     except (TypeError, ValueError) as exc:
         raise NotDerivable(f"a cached template is malformed: {exc!r}") from exc
     if any(e.step not in constant_bytes.STEPS or e.prefix not in constant_bytes.PREFIXES
-           for e in template.entries):
+           or not set(e.alternatives) <= set(constant_bytes.STEPS) for e in template.entries):
         raise NotDerivable("a cached template names an unknown step")
     return template
