@@ -3,7 +3,9 @@
 ``python -m tests.adversarial.run lower OUT.json IMPL STRUCTURE [CACHE_DIR] -- [MUTATION ...]``
 lowers one structure (``tests.adversarial.structures``) with the mutations set
 (``tests.adversarial.weights``) as ``reference`` (ExecuTorch) or ``fastlower`` (default
-mode, caches in CACHE_DIR). ``python -m tests.adversarial.run fuzz OUT.json FIRST STOP
+mode, caches in CACHE_DIR). ``python -m tests.adversarial.run batch JOBS.json`` lowers
+each job of the list in JOBS.json (``{"impl", "structure", "mutations", "cache"}``) in
+turn and writes ``JOBS.json.out`` (the outcomes) and ``JOBS.json.K.pte``. ``python -m tests.adversarial.run fuzz OUT.json FIRST STOP
 CACHE_DIR`` draws one model per seed in ``range(FIRST, STOP)`` and lowers each as both,
 in this process, one cache folder for all (so later seeds are refit from, and derive
 with templates of, earlier ones). ``OUT.json`` holds the outcomes; a ``.pte`` is written
@@ -73,6 +75,16 @@ def main(argv: List[str]) -> None:
                                    "classes": outcome.classes,
                                    "has_pte": outcome.pte is not None,
                                    "seconds": time.perf_counter() - start}))
+    elif command == "batch":
+        results = []
+        for k, job in enumerate(json.loads(out.read_text())):
+            outcome = lower(job["structure"], job["impl"], job["mutations"],
+                            Path(job.get("cache") or out.parent / "cache"))
+            if outcome.pte is not None:
+                out.with_name(f"{out.name}.{k}.pte").write_bytes(outcome.pte)
+            results.append({"error": outcome.error, "cache": outcome.lowering_cache,
+                            "classes": outcome.classes, "has_pte": outcome.pte is not None})
+        out.with_name(out.name + ".out").write_text(json.dumps(results))
     elif command == "fuzz":
         first, stop, cache_dir = int(argv[2]), int(argv[3]), Path(argv[4])
         results = []

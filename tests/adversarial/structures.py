@@ -109,12 +109,14 @@ def _one_activation_scale(module: torch.fx.GraphModule) -> torch.fx.GraphModule:
     return module
 
 
-def _8da4w(model: torch.nn.Module) -> torch.nn.Module:
+def _torchao(model: torch.nn.Module, four_bit: bool) -> torch.nn.Module:
+    """torchao's 8da4w (group-wise 4-bit weights) or 8da8w (8-bit, a scale per row)."""
     from torchao.quantization import Int8DynamicActivationIntxWeightConfig, quantize_
-    from torchao.quantization.granularity import PerGroup
+    from torchao.quantization.granularity import PerAxis, PerGroup
 
     quantize_(model, Int8DynamicActivationIntxWeightConfig(
-        weight_dtype=torch.int4, weight_granularity=PerGroup(32)))
+        weight_dtype=torch.int4 if four_bit else torch.int8,
+        weight_granularity=PerGroup(32) if four_bit else PerAxis(0)))
     return model
 
 
@@ -128,8 +130,8 @@ def _build(name: str) -> Tuple[torch.nn.Module, tuple]:
         return LinearBlocks(), inputs
     if name in ("int8_linear", "int8_linear_per_channel"):
         return _pt2e_int8(LinearBlocks().eval(), inputs, name.endswith("per_channel")), inputs
-    if name == "8da4w_linear":
-        return _8da4w(LinearBlocks(3, bias=False)), inputs
+    if name in ("8da4w_linear", "8da8w_linear"):
+        return _torchao(LinearBlocks(3, bias=False), name == "8da4w_linear"), inputs
     if name == "conv":
         return ConvBlocks(), (torch.randn(1, 4, 8, 8),)
     if name == "literals":
@@ -139,8 +141,8 @@ def _build(name: str) -> Tuple[torch.nn.Module, tuple]:
     raise KeyError(name)
 
 
-NAMES = ("fp32_linear", "int8_linear", "int8_linear_per_channel", "8da4w_linear", "conv",
-         "literals", "mutated_input")
+NAMES = ("fp32_linear", "int8_linear", "int8_linear_per_channel", "8da4w_linear",
+         "8da8w_linear", "conv", "literals", "mutated_input")
 # the literals each structure's graph holds, for the weight generator
 LITERALS: Dict[str, Tuple[float, ...]] = {"literals": (0.5, 3.0, 2.0)}
 
@@ -169,7 +171,7 @@ def partitioners(name: str) -> list:
         XnnpackDynamicallyQuantizedPartitioner, XnnpackPartitioner,
     )
 
-    if name == "8da4w_linear":
+    if name in ("8da4w_linear", "8da8w_linear"):
         return [XnnpackDynamicallyQuantizedPartitioner(), XnnpackPartitioner()]
     return [XnnpackPartitioner()]
 
