@@ -55,6 +55,22 @@ class ChunkReader(io.RawIOBase):
     def readable(self) -> bool:
         return True
 
+    def seekable(self) -> bool:
+        return True
+
+    def tell(self) -> int:
+        return sum(len(c) for c in self.chunks[:self.index]) + self.offset
+
+    def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
+        """To an absolute position (``read`` sizes its stream this way)."""
+        start = {io.SEEK_SET: 0, io.SEEK_CUR: self.tell(), io.SEEK_END: self.size}[whence]
+        target = min(max(start + offset, 0), self.size)
+        self.index, self.offset = 0, target
+        while self.index < len(self.chunks) and self.offset >= len(self.chunks[self.index]):
+            self.offset -= len(self.chunks[self.index])
+            self.index += 1
+        return target
+
     def readinto(self, buffer) -> int:
         target = memoryview(buffer).cast("B")
         written = 0
