@@ -17,6 +17,8 @@ The rule, the same for every variable:
   ``off`` are false (any letter case).
 * **Integers**: a decimal integer (``int(value)``), at least the variable's minimum.
 * **Paths**: the value as a path, ``~`` expanded.
+* **Paths** (a list): absolute directories separated by ``os.pathsep`` (``:``), each
+  ``~`` expanded; empty items are skipped.
 * **Text**: the value as it is (a URL; the module that uses it checks its form).
 * **Choices**: one of the listed words, in any letter case (returned lower-cased).
 * **Anything else is an error**: :class:`SettingsError` (a ``ValueError``) naming
@@ -32,6 +34,7 @@ variable                        type    default meaning
 ``FASTLOWER_CACHE_SIZE``        int>=0  2 GiB   the cache folder's size limit in bytes
 ``FASTLOWER_CACHE_VERIFY``      bool    false   re-run on every cache hit and compare
 ``FASTLOWER_CACHE_KEY_FILE``    path    (user's) the key that signs cache entries
+``FASTLOWER_CACHE_BASE_DIR``    paths   (none)  more base directories of the lowering key
 ``FASTLOWER_SHARED_CACHE``      text    (none)  URL of the shared second-tier store
 ``FASTLOWER_SHARED_CACHE_ENDPOINT`` text (none) the S3-compatible server's URL
 ``FASTLOWER_SHARED_CACHE_TIMEOUT`` int>=1 30    seconds per request to the shared store
@@ -67,6 +70,7 @@ from typing import Dict, Optional, Tuple, Union, cast
 __all__ = [
     "SettingsError", "Variable", "VARIABLES", "raw", "get",
     "workers", "cache_dir", "cache_size", "cache_verify", "cache_key_file", "progress",
+    "cache_base_dirs", "CACHE_BASE_DIR",
     "start_method",
     "lowering_cache", "native_partitioners", "validate_all", "force_python",
     "allow_untested_versions", "ALLOW_UNTESTED_VERSIONS", "edge_retraces", "EDGE_RETRACES",
@@ -86,6 +90,7 @@ CACHE_DIR = "FASTLOWER_CACHE_DIR"
 CACHE_SIZE = "FASTLOWER_CACHE_SIZE"
 CACHE_VERIFY = "FASTLOWER_CACHE_VERIFY"
 CACHE_KEY_FILE = "FASTLOWER_CACHE_KEY_FILE"
+CACHE_BASE_DIR = "FASTLOWER_CACHE_BASE_DIR"
 PROGRESS = "FASTLOWER_PROGRESS"
 START_METHOD = "FASTLOWER_START_METHOD"
 LOWERING_CACHE = "FASTLOWER_LOWERING_CACHE"
@@ -108,7 +113,7 @@ CLASS_MODES = ("derive", "verify", "off")
 NODE_HISTORY_MODES = ("share", "copy")
 FAKE_OUTPUT_MODES = ("reuse", "run", "verify")
 
-Value = Union[bool, int, Path, str, None]
+Value = Union[bool, int, Path, str, Tuple[Path, ...], None]
 
 
 class SettingsError(ValueError):
@@ -152,6 +157,9 @@ VARIABLES: Dict[str, Variable] = {v.name: v for v in (
     Variable(CACHE_KEY_FILE, "path", None, "the file holding the key that signs cache entries "
              "(default: the user's own, generated on first use); a team sharing a cache "
              "folder shares this file", option="preprocess cache_key_file"),
+    Variable(CACHE_BASE_DIR, "paths", (), "directories (besides the working directory, the "
+             "script's repository and the Python prefixes) below which a path in a node's "
+             "meta is keyed relative to the directory (as ccache's base_dir)"),
     Variable(PROGRESS, "bool", None, "progress bar (default: when stderr is a terminal)",
              option="preprocess progress"),
     Variable(START_METHOD, "choice", None, "how fastlower's pool starts workers (default auto)",
@@ -223,6 +231,11 @@ def parse(variable: Variable, value: str) -> Value:
         return Path(value).expanduser()
     if variable.kind == "text":
         return value
+    if variable.kind == "paths":
+        found = tuple(Path(item).expanduser() for item in value.split(os.pathsep) if item)
+        if not all(path.is_absolute() for path in found):
+            raise variable.error(value, f"absolute directories separated by {os.pathsep!r}")
+        return found
     if variable.kind == "choice":
         word = value.lower()
         if word not in variable.choices:
@@ -262,6 +275,11 @@ def cache_verify() -> bool:
 def cache_key_file() -> Optional[Path]:
     """``FASTLOWER_CACHE_KEY_FILE``, or ``None``: the user's own key."""
     return cast(Optional[Path], get(CACHE_KEY_FILE))
+
+
+def cache_base_dirs() -> Tuple[Path, ...]:
+    """``FASTLOWER_CACHE_BASE_DIR``: more base directories of the lowering key (default none)."""
+    return cast(Tuple[Path, ...], get(CACHE_BASE_DIR))
 
 
 def progress() -> Optional[bool]:

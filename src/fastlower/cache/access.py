@@ -6,8 +6,13 @@
   process and folder.
 * A folder that cannot be written: lookups only, one warning per process and folder.
 * A damaged, truncated, forged (its MAC does not verify) or foreign entry: a miss,
-  never decoded, the entry dropped; one warning per process and folder.
+  never decoded, the entry dropped; one warning per process and folder. So is an
+  entry whose reading fails in any other way (``MemoryError``, ``OSError``,
+  ``struct.error`` ...: anything but ``KeyboardInterrupt`` / ``SystemExit``).
 * An entry whose backends' sources changed (:mod:`.manifest`): a miss, a debug line.
+* A hit written at other paths (:mod:`.paths`): its programs' meta rewritten to this
+  process's paths; one that cannot be (its delegate payloads name the writer's
+  paths): a miss, a debug line.
 * Before a store, the entry's payload is rebuilt from its serialized form (the tensor
   data in place, not copied) and compared with what it was made from (``same``): an
   entry whose copy would differ is not stored (a debug line).
@@ -25,7 +30,7 @@ from typing import Any, BinaryIO, Callable, Dict, Optional, Sequence, Tuple
 from ..preprocess.cache import CacheWarning
 from ..preprocess.folder import UntrustedFolder, tell_once, warn_read_only, warn_untrusted
 from ..shared import tier as shared_tier
-from . import detached, entry, manifest
+from . import detached, entry, manifest, paths
 from .errors import DamagedEntry, Uncacheable
 from .configuration import LoweringCacheSettings
 from .store import LoweringStore
@@ -59,12 +64,25 @@ def lookup(store: LoweringStore, key: str) -> Optional[Tuple[Dict[str, Any], Any
         _damaged(store, key, f"cannot be read: {exc!r}")
         return None
     if stream is None:
-        return shared_tier.lookup(store, key, lambda shared: _usable(store, key, shared))
+        return _shared_lookup(store, key)
     try:
         with stream:
             return _usable(store, key, stream)
-    except DamagedEntry as exc:
-        _damaged(store, key, str(exc))
+    except Exception as exc:  # DamagedEntry; MemoryError, OSError, struct.error ...: a miss
+        _damaged(store, key, str(exc) if isinstance(exc, DamagedEntry) else repr(exc))
+        return None
+
+
+def _shared_lookup(store: LoweringStore, key: str) -> Optional[Tuple[Dict[str, Any], Any]]:
+    """The shared tier's lookup (a damaged object there is its miss, see ``shared.tier``);
+    any other failure on the way (a spool that cannot be made ...) is a miss too."""
+    try:
+        return shared_tier.lookup(store, key, lambda shared: _usable(store, key, shared))
+    except Exception as exc:
+        log.debug("shared-cache lookup of %s failed: %r", key, exc)
+        tell_once(store.directory, "shared lookup",
+                  f"fastlower: looking {key} up in the shared cache failed ({exc!r}); "
+                  "treated as a miss", stacklevel=4)
         return None
 
 
@@ -92,7 +110,14 @@ def _usable(store: LoweringStore, key: str,
     if stale is not None:
         log.debug("cache entry %s is stale: %s", key, stale)
         return None
-    return info, next(steps)
+    payload = next(steps)
+    programs = payload.get("programs") if isinstance(payload, dict) else None
+    if programs is not None:  # this caller's paths in their meta (.paths)
+        elsewhere = paths.localize(info, programs)
+        if elsewhere is not None:
+            log.debug("cache entry %s not used here: %s", key, elsewhere)
+            return None
+    return info, payload
 
 
 def _damaged(store: LoweringStore, key: str, why: str) -> None:
@@ -107,6 +132,9 @@ def store_checked(store: LoweringStore, key: str, info: Dict[str, Any], payload:
                   same: Callable[[Any], Optional[str]]) -> bool:
     """Stores ``payload`` unless its copy read back differs (``same(copy)`` names how)."""
     try:
+        programs = payload.get("programs") if isinstance(payload, dict) else None
+        info = dict(info, **(paths.info_of(programs) if programs is not None else
+                             {"bases": paths.as_info(paths.current())}))
         chunks = entry.encode(info, payload, store.seal(key))
         # rebuilt from the serialized programs, the tensor data in place: reading the
         # whole entry back would copy it all once more

@@ -11,12 +11,14 @@ Layout (integers big-endian)::
 The MAC is keyed BLAKE3 under the cache folder's key over everything before it and
 the key the entry is stored under (:mod:`fastlower.trust.seal`). ``info`` holds
 what the entry point needs beside the programs (the backends and their source
-digests, the reader state of the symbolic sizes, ...), as plain data
-(:mod:`fastlower.trust.plain`). A reader checks the magic and the stamp first
-(another fastlower, torch or executorch version: a foreign entry), then the
-lengths, then the MAC over everything it read, and only then decodes: a truncated,
-garbled, forged or foreign entry is a :class:`~.errors.DamagedEntry`, never a
-wrong program and never code run.
+digests, the reader state of the symbolic sizes, the writer's base directories
+(:mod:`.paths`) ...), as plain data (:mod:`fastlower.trust.plain`). A reader sizes
+the stream first, checks the magic and the stamp (another fastlower, torch or
+executorch version: a foreign entry), then each length and count against the bytes
+left before the MAC *before* anything is allocated or read for it, then the MAC
+over everything it read, and only then decodes: a truncated, garbled, forged or
+foreign entry is a :class:`~.errors.DamagedEntry` naming the section (never a
+``MemoryError``), never a wrong program and never code run.
 """
 
 from __future__ import annotations
@@ -52,6 +54,22 @@ class ChunkReader(io.RawIOBase):
 
     def readable(self) -> bool:
         return True
+
+    def seekable(self) -> bool:
+        return True
+
+    def tell(self) -> int:
+        return sum(len(c) for c in self.chunks[:self.index]) + self.offset
+
+    def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
+        """To an absolute position (``read`` sizes its stream this way)."""
+        start = {io.SEEK_SET: 0, io.SEEK_CUR: self.tell(), io.SEEK_END: self.size}[whence]
+        target = min(max(start + offset, 0), self.size)
+        self.index, self.offset = 0, target
+        while self.index < len(self.chunks) and self.offset >= len(self.chunks[self.index]):
+            self.offset -= len(self.chunks[self.index])
+            self.index += 1
+        return target
 
     def readinto(self, buffer) -> int:
         target = memoryview(buffer).cast("B")
@@ -120,13 +138,24 @@ def rebuild(chunks: Chunks) -> Any:
 
 
 class _Sealed:
-    """Reads exactly, adding what it reads to the entry's MAC."""
+    """Reads exactly, adding what it reads to the entry's MAC; every size is checked
+    against the bytes left before the MAC (``left``) before anything is allocated."""
 
-    def __init__(self, stream: BinaryIO, seal: Seal) -> None:
+    def __init__(self, stream: BinaryIO, seal: Seal, left: int) -> None:
         self.stream = stream
         self.seal = seal
+        self.left = left
+
+    def take(self, size: int, what: str) -> None:
+        """Counts ``size`` bytes of ``what`` off ``left``; :class:`DamagedEntry` if there
+        are not that many."""
+        if size > self.left:
+            raise DamagedEntry(f"garbled {what}: {size} bytes, but {max(self.left, 0)} are "
+                               "left before the MAC")
+        self.left -= size
 
     def exact(self, size: int, what: str) -> bytearray:
+        self.take(size, what)
         data = bytearray(size)
         view = memoryview(data)
         got = 0
@@ -141,6 +170,7 @@ class _Sealed:
     def exact_bytes(self, size: int, what: str) -> bytes:
         """:meth:`exact` as ``bytes``, read into one allocation (an unpickler's
         ``io.BytesIO`` then shares it instead of copying a ``bytearray``)."""
+        self.take(size, what)
         data = self.stream.read(size) if size else b""
         if data and len(data) < size:  # a raw stream may return less than asked
             parts, got = [data], len(data)
@@ -159,43 +189,62 @@ class _Sealed:
     def number(self, fmt: str, what: str) -> int:
         return struct.unpack(fmt, self.exact(struct.calcsize(fmt), what))[0]
 
+    def count(self, what: str) -> int:
+        """A ``u32`` count of sections, each at least a ``u64`` length: bounded by ``left``."""
+        found = self.number(">I", what)
+        if found * 8 > self.left:
+            raise DamagedEntry(f"garbled {what}: {found} sections cannot fit in the "
+                               f"{self.left} bytes left before the MAC")
+        return found
+
+
+def size_left(stream: BinaryIO) -> int:
+    """The bytes from the stream's position to its end (the stream is left where it was);
+    :class:`~.errors.DamagedEntry` for a stream that cannot tell."""
+    try:
+        here = stream.tell()
+        end = stream.seek(0, io.SEEK_END)
+        stream.seek(here)
+    except (OSError, ValueError, AttributeError) as exc:
+        raise DamagedEntry(f"cannot tell the entry's size: {exc!r}") from exc
+    return end - here
+
 
 def read(stream: BinaryIO, seal: Seal) -> Iterator[Any]:
     """Checks and reads an entry signed for ``seal``: yields its ``info``, then the
     rebuilt payload.
 
     Two steps, so a caller can check ``info`` (the backends' sources) before paying
-    for the programs. Nothing is decoded before the MAC verifies. Raises
+    for the programs. No length or count is trusted beyond the bytes the stream
+    holds, and nothing is decoded before the MAC verifies. Raises
     :class:`~.errors.DamagedEntry`.
     """
+    left = size_left(stream) - MAC_SIZE
+    if left < len(MAGIC) + 4:
+        raise DamagedEntry(f"too short for an entry ({left + MAC_SIZE} bytes)")
     head = stream.read(len(MAGIC))
     if head != MAGIC:
         raise DamagedEntry("not a fastlower lowering-cache entry")
     length_bytes = _read(stream, 4)
-    stamped = _read(stream, struct.unpack(">I", length_bytes)[0])
+    body = _Sealed(stream, seal, left - len(MAGIC) - 4)
+    stamp_size = struct.unpack(">I", length_bytes)[0]
+    body.take(stamp_size, "stamp length")
+    stamped = _read(stream, stamp_size)
     if stamped != stamp():
         raise DamagedEntry(f"written by another version ({stamped[:200].decode(errors='replace')!r}"
                            f", this is {stamp().decode()!r})")
     for chunk in (head, length_bytes, stamped):
         seal.update(chunk)
-    body = _Sealed(stream, seal)
     size = body.number(">Q", "info length")
     if size > _MAX_INFO:
         raise DamagedEntry("garbled info length")
-    info_bytes = body.exact(size, "info")
-    pickled = body.exact_bytes(body.number(">Q", "program length"), "programs")
-    storages = [body.exact(body.number(">Q", "storage length"), "tensor data")
-                for _ in range(body.number(">I", "storage count"))]
-    blobs = [body.exact_bytes(body.number(">Q", "bytes length"), "large bytes")
-             for _ in range(body.number(">I", "bytes count"))]
-    tag = stream.read(MAC_SIZE)
-    if len(tag) != MAC_SIZE:
-        raise DamagedEntry("truncated before the MAC")
-    if stream.read(1):
-        raise DamagedEntry("trailing bytes after the MAC")
-    if not seal.matches(tag):
-        raise DamagedEntry("its MAC does not verify (damaged, or written without this cache's "
-                           "key)")
+    info_bytes = body.exact(size, "info length")
+    pickled = body.exact_bytes(body.number(">Q", "program length"), "program length")
+    storages = [body.exact(body.number(">Q", "storage length"), "storage length")
+                for _ in range(body.count("storage count"))]
+    blobs = [body.exact_bytes(body.number(">Q", "bytes length"), "bytes length")
+             for _ in range(body.count("bytes count"))]
+    _check_mac(stream, seal, body.left)
     try:
         info = plain.loads(bytes(info_bytes))
     except Exception as exc:
@@ -207,6 +256,20 @@ def read(stream: BinaryIO, seal: Seal) -> Iterator[Any]:
         raise
     except Exception as exc:
         raise DamagedEntry(f"cannot rebuild the programs: {exc!r}") from exc
+
+
+def _check_mac(stream: BinaryIO, seal: Seal, left: int) -> None:
+    """The MAC after the last section (nothing before it, nothing after it) verifies."""
+    if left:
+        raise DamagedEntry(f"{left} bytes between the last section and the MAC")
+    tag = stream.read(MAC_SIZE)
+    if len(tag) != MAC_SIZE:
+        raise DamagedEntry("truncated before the MAC")
+    if stream.read(1):
+        raise DamagedEntry("trailing bytes after the MAC")
+    if not seal.matches(tag):
+        raise DamagedEntry("its MAC does not verify (damaged, or written without this cache's "
+                           "key)")
 
 
 def _read(stream: BinaryIO, size: int) -> bytes:

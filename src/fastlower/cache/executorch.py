@@ -11,8 +11,10 @@ manager's programs in the lowering cache's canonical form (:mod:`.compare`: ever
 node, ``meta``, delegate and tensor by content), its ``constant_methods``,
 ``compile_config`` and named data, the ``ExecutorchBackendConfig`` in canonical
 form (its passes, memory planning pass and its settings, alignments ...), and
-the versions. A manager whose programs a pass rewrote in place since it was made
-simply has another key.
+the versions. Paths in node ``meta`` are keyed relative to base directories as in
+the lowering key (:mod:`.paths`), unless the config's ``emit_stacktrace`` puts the
+stack traces in the ``.pte``. A manager whose programs a pass rewrote in place
+since it was made simply has another key.
 
 **A hit** returns an ``ExecutorchProgramManager`` built from the entry: the same
 ``.pte`` bytes (``buffer``, ``write_to_file``, ``save``), the same ``.ptd`` data
@@ -45,6 +47,7 @@ from . import access
 from .errors import Uncacheable
 from .execution import LazyExecutionPrograms
 from .key import ENTRY_FORMAT, ProgramCanonical, fastlower_source
+from .paths import PathMap, current
 from .configuration import LoweringCacheSettings, resolve
 from .store import LoweringStore
 
@@ -67,7 +70,9 @@ def executorch_key(manager: EdgeProgramManager, config: Optional[ExecutorchBacke
     """The key of ``manager.to_executorch(config)``; :class:`Uncacheable` if it has none."""
     if getattr(manager, "_etrecord", None) is not None:
         raise Uncacheable("the manager carries an ETRecord, which to_executorch extends")
-    canonical = ProgramCanonical()
+    config = config or ExecutorchBackendConfig()
+    # meta paths relative to the bases (.paths), unless the .pte is to hold stack traces
+    canonical = ProgramCanonical(paths=None if config.emit_stacktrace else PathMap(current()))
     canonical.write(f"fastlower-executorch-cache:{ENTRY_FORMAT}")
     canonical.write(f"versions:{versions()};fastlower-source={fastlower_source()}")
     canonical.write(f"methods:{list(manager._edge_programs)}")
@@ -81,7 +86,6 @@ def executorch_key(manager: EdgeProgramManager, config: Optional[ExecutorchBacke
     canonical.write(f"compile_config:{objects.text(manager.compile_config, 'compile_config')}")
     canonical.write("named_data:" + canonical.value(
         manager._named_data_store.get_named_data_store_output()))
-    config = config or ExecutorchBackendConfig()
     planners = config.memory_planning_pass
     for planner in planners.values() if isinstance(planners, dict) else [planners]:
         if hasattr(planner, "enable_non_cpu_memory_planning"):

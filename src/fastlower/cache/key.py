@@ -19,6 +19,10 @@
   structure (a list, or a dict per method);
 * ``constant_methods`` and ``compile_config`` (``EdgeCompileConfig``, its
   preserved ops and exception list) the same way;
+* absolute paths in node and delegate ``meta`` strings (``stack_trace``) below a base
+  directory (the working directory, the script's repository, the Python prefixes
+  and site-packages, ``FASTLOWER_CACHE_BASE_DIR``) relative to it (:mod:`.paths`): a
+  checkout or environment at another path has the same key;
 * the torch, executorch and fastlower versions, a digest of fastlower's own
   source, the Python version, the entry format;
 * fastlower's switches that can turn a result into an error
@@ -51,11 +55,13 @@ from .. import state
 from ..preprocess.keys import Canonical, TensorDigests, _directory_digest, _is_fake, versions
 from ..refit.provenance import flat_constants
 from .object_text import ObjectCanonical, _operator_name
+from .paths import PathMap, current
 from .errors import Uncacheable
 
 # 2: to_executorch entries without the execution programs; 3: large bytes (delegate
-# payloads, the .pte) out of the pickle, in a section of their own
-ENTRY_FORMAT = 3
+# payloads, the .pte) out of the pickle, in a section of their own; 4: meta paths keyed
+# relative to base directories (.paths), the writer's bases in the info
+ENTRY_FORMAT = 4
 _BIG_BYTES = 64
 _SIMPLE = (type(None), bool, int, float, str, torch.fx.Node, torch.Tensor, list, tuple, dict,
            set, frozenset, torch.dtype, torch.device, torch.layout, torch.memory_format,
@@ -80,8 +86,10 @@ class ProgramCanonical(Canonical):
     """
 
     def __init__(self, tensor_digests: Optional[TensorDigests] = None, record: bool = False,
-                 structure: bool = False):
+                 structure: bool = False, paths: Optional[PathMap] = None):
         super().__init__(tensor_digests)
+        # paths: the strings of node and delegate meta keyed relative to its bases (.paths)
+        self.paths = paths
         self.objects = ObjectCanonical(lambda t: self.tensor(t, with_data=True))
         self.where = ""
         self.lines: Optional[List[tuple]] = [] if record else None
@@ -118,6 +126,11 @@ class ProgramCanonical(Canonical):
         if isinstance(v, (type, types.FunctionType, types.BuiltinFunctionType)):
             return super().value(v)  # a label in meta (source_fn_stack ...): its name
         return self.objects.text(v, self.where or "program")
+
+    def meta_value(self, v: Any) -> str:
+        if isinstance(v, str) and self.paths is not None:
+            return repr(self.paths.relative(v))
+        return super().meta_value(v)
 
     def tensor_digest(self, tensor: torch.Tensor) -> str:
         flatten = getattr(type(tensor), "__tensor_flatten__", None)
@@ -167,8 +180,12 @@ class ProgramCanonical(Canonical):
         finally:
             self._depth -= 1
         self.write(f"verifiers:{','.join(_verifier_text(v) for v in program.verifiers)}")
-        self.write(f"example_inputs:{self.meta_value(program.example_inputs)}",
-                   f"example_inputs:{self._without_values(program.example_inputs)}")
+        paths, self.paths = self.paths, None  # node and delegate meta only
+        try:
+            self.write(f"example_inputs:{self.meta_value(program.example_inputs)}",
+                       f"example_inputs:{self._without_values(program.example_inputs)}")
+        finally:
+            self.paths = paths
 
     def _without_values(self, value: Any) -> str:
         """``meta_value(value)`` with every tensor by its layout alone."""
@@ -243,7 +260,7 @@ def lowering_key(programs: Any, transform_passes: Any, partitioner: Any,
         if not isinstance(program, ExportedProgram):
             raise Uncacheable(f"method {name!r} is a {type(program).__name__}, "
                               "not an ExportedProgram")
-    canonical = ProgramCanonical(record=record, structure=True)
+    canonical = ProgramCanonical(record=record, structure=True, paths=PathMap(current()))
     canonical.write(f"fastlower-lowering-cache:{ENTRY_FORMAT}")
     canonical.write(f"versions:{versions()};fastlower-source={fastlower_source()};"
                     f"python={platform.python_version()}")

@@ -64,8 +64,8 @@ def seal_payload(payload: bytes, seal: Seal) -> bytes:
 def open_payload(raw: bytes, seal: Seal) -> bytes:
     """The payload of an entry; :class:`DamagedEntry` if it cannot be trusted.
 
-    Only the magic and the versions are compared before the MAC is checked; nothing
-    is decoded before it is."""
+    Only the magic and the versions are compared before the MAC is checked (the
+    stamp's length against the bytes there are first); nothing is decoded before it is."""
     if not isinstance(raw, (bytes, bytearray)) or not raw.startswith(MAGIC):
         raise DamagedEntry("not a fastlower preprocess entry")
     at = len(MAGIC)
@@ -73,6 +73,9 @@ def open_payload(raw: bytes, seal: Seal) -> bytes:
         raise DamagedEntry("truncated header")
     (stamp_len,) = struct.unpack_from(">I", raw, at)
     at += 4
+    if stamp_len > len(raw) - at - MAC_SIZE:  # checked before it is used
+        raise DamagedEntry(f"garbled stamp length: {stamp_len} bytes, but "
+                           f"{max(len(raw) - at - MAC_SIZE, 0)} are left before the MAC")
     stamp = bytes(raw[at:at + stamp_len])
     if stamp != versions().encode():
         raise DamagedEntry(f"written by another version ({stamp.decode(errors='replace')!r}, "
@@ -132,8 +135,8 @@ class PreprocessCache:
             return None
         try:
             return decode(raw, self.folder.seal(PURPOSE, key))
-        except DamagedEntry as exc:
-            self._drop(key, str(exc))
+        except Exception as exc:  # DamagedEntry, or any other failure to read it: a miss
+            self._drop(key, str(exc) if isinstance(exc, DamagedEntry) else repr(exc))
             return None
 
     def get_plain(self, purpose: str, key: str) -> Optional[object]:
