@@ -22,6 +22,7 @@ class Outcome:
     error: str = ""  # "ClassName: first line of the message"
     lowering_cache: str = ""  # fastlower: hit / miss / refit
     classes: Optional[dict] = None  # fastlower: the report's preprocess_classes
+    refit: str = ""  # fastlower: why a refit was refused, if one was tried
 
     def same_as(self, other: "Outcome") -> bool:
         return self.pte == other.pte and self.error == other.error
@@ -62,7 +63,8 @@ def fastlower(program: Any, partitioners: List[Any], cache_dir: Path) -> Outcome
             report = fl.last_report()
             pte = bytes(manager.to_executorch().buffer)
         return Outcome(pte=pte, lowering_cache=str(report.lowering_cache),
-                       classes=report.preprocess_classes)
+                       classes=report.preprocess_classes,
+                       refit=str((report.refit or {}).get("refused", "")))
     except Exception as exc:
         return Outcome(error=_error(exc))
 

@@ -49,7 +49,9 @@ def fuzz_one(seed: int, cache_dir: Path) -> Dict[str, Any]:
     got = lower(structure, "fastlower", mutations, cache_dir, seed)
     found: Dict[str, Any] = {"seed": seed, "structure": structure, "mutations": mutations,
                              "same": got.same_as(expected), "reference": expected.describe(),
-                             "fastlower": got.describe(), "cache": got.lowering_cache}
+                             "fastlower": got.describe(), "cache": got.lowering_cache,
+                             "derived": (got.classes or {}).get("derived", 0),
+                             "refit_refused": got.refit}
     if not found["same"] and expected.pte is not None and got.pte is not None:
         inputs = structures.example_inputs(structure)
         try:
@@ -83,7 +85,8 @@ def main(argv: List[str]) -> None:
             if outcome.pte is not None:
                 out.with_name(f"{out.name}.{k}.pte").write_bytes(outcome.pte)
             results.append({"error": outcome.error, "cache": outcome.lowering_cache,
-                            "classes": outcome.classes, "has_pte": outcome.pte is not None})
+                            "classes": outcome.classes, "refit": outcome.refit,
+                            "has_pte": outcome.pte is not None})
         out.with_name(out.name + ".out").write_text(json.dumps(results))
     elif command == "fuzz":
         first, stop, cache_dir = int(argv[2]), int(argv[3]), Path(argv[4])

@@ -118,3 +118,16 @@ def test_keys_named_otherwise_are_not_explained():
     data = constant_bytes.apply("float32", torch.ones(3))
     found, why = constant_bytes.explain([constant_bytes.digest(data)], [torch.ones(3)])
     assert found == [(0, "stored", ("float32",))] and why == ""
+
+
+@pytest.mark.parametrize("value", [0.0, float("nan"), 1e-40])
+def test_a_member_in_another_value_case_is_refused(partitions, value):
+    """A bias with a zero, non-finite or subnormal element where the representative's had
+    none: XNNPACK may read it (a scale it rejects, a bias it quantizes), so the backend runs."""
+    (first, result), (second, _) = _linears(partitions)[:2]
+    template = learn(first, result)
+    constants = [c.clone() for c in second.constants]
+    bias = next(i for i, c in enumerate(constants) if c.dim() == 1)
+    constants[bias][0] = value
+    with pytest.raises(NotDerivable, match="another value case"):
+        derive(template, dataclasses.replace(second, constants=constants))
