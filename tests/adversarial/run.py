@@ -1,15 +1,16 @@
 """Adversarial lowerings in a process of their own (a subprocess of the tests).
 
-``python -m tests.adversarial.run lower OUT.json IMPL STRUCTURE [CACHE_DIR] -- [MUTATION ...]``
-lowers one structure (``tests.adversarial.structures``) with the mutations set
-(``tests.adversarial.weights``) as ``reference`` (ExecuTorch) or ``fastlower`` (default
-mode, caches in CACHE_DIR). ``python -m tests.adversarial.run batch JOBS.json`` lowers
-each job of the list in JOBS.json (``{"impl", "structure", "mutations", "cache"}``) in
-turn and writes ``JOBS.json.out`` (the outcomes) and ``JOBS.json.K.pte``. ``python -m tests.adversarial.run fuzz OUT.json FIRST STOP
-CACHE_DIR`` draws one model per seed in ``range(FIRST, STOP)`` and lowers each as both,
-in this process, one cache folder for all (so later seeds are refit from, and derive
-with templates of, earlier ones). ``OUT.json`` holds the outcomes; a ``.pte`` is written
-beside it as ``OUT.json.pte`` for ``lower``.
+* ``python -m tests.adversarial.run lower OUT.json IMPL STRUCTURE [CACHE] -- [MUTATION ...]``
+  lowers one structure (``tests.adversarial.structures``) with the mutations set
+  (``tests.adversarial.weights``) as ``reference`` (ExecuTorch) or ``fastlower``
+  (default mode, caches in CACHE); the ``.pte`` goes to ``OUT.json.pte``.
+* ``python -m tests.adversarial.run batch JOBS.json`` lowers each job of the list in
+  JOBS.json (``{"impl", "structure", "mutations", "cache"}``) in turn and writes
+  ``JOBS.json.out`` (the outcomes) and ``JOBS.json.K.pte``.
+* ``python -m tests.adversarial.run fuzz OUT.json FIRST STOP CACHE`` draws one model per
+  seed in ``range(FIRST, STOP)`` and lowers each both ways in this process, one cache
+  folder for all (so later seeds are refit from, and derive with templates of, earlier
+  ones); OUT.json holds the outcomes.
 """
 
 from __future__ import annotations

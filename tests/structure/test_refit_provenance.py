@@ -63,10 +63,13 @@ def test_an_input_equal_to_a_literal_is_ambiguous():
     a, b = {"gate": torch.tensor(0.5)}, {"gate": torch.tensor(0.7)}
     with pytest.raises(NotRefittable, match="both input 'gate' and a literal"):
         _sources(a, b, numbers=[0.5]).new_value("c", torch.tensor(0.5))
-    # an integer buffer equal to an integer literal, unchanged in B: ambiguous too
-    n = {"n": torch.tensor(2)}
+    # an integer buffer equal to an integer literal, moved in B: ambiguous too
     with pytest.raises(NotRefittable, match="both input 'n' and a literal"):
-        _sources(n, n, numbers=[2]).new_value("c", torch.tensor(2))
+        _sources({"n": torch.tensor(2)}, {"n": torch.tensor(5)}, numbers=[2]).new_value(
+            "c", torch.tensor(2))
+    # unchanged in B: either source gives B's value
+    n = {"n": torch.tensor(2)}
+    assert _sources(n, n, numbers=[2]).new_value("c", torch.tensor(2))[1] is False
 
 
 @pytest.mark.parametrize("a_value, b_value, why", [

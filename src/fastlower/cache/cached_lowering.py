@@ -159,7 +159,7 @@ def _refitted(store: LoweringStore, settings: LoweringCacheSettings, key: Loweri
     if not store.read_only:
         start = time.perf_counter()
         _store_soon(store, settings, key, manager, list(refit.info.get("exception_ops", [])),
-                    float(refit.info.get("lower_seconds", 0.0)))
+                    float(refit.info.get("lower_seconds", 0.0)), made="refit")
         seconds["store"] = time.perf_counter() - start
     report = report_from_programs(manager._edge_programs, "refit", key.key, seconds)
     report.refit = refit.as_report()
@@ -168,10 +168,12 @@ def _refitted(store: LoweringStore, settings: LoweringCacheSettings, key: Loweri
 
 
 def _store(store: LoweringStore, key: LoweringKey, manager: EdgeProgramManager,
-           added_ops: List[str], lower_seconds: float) -> None:
+           added_ops: List[str], lower_seconds: float, made: str = "lowered") -> None:
     backends = manifest.backends_of(manager._edge_programs)
+    # made: "lowered" (the real lowering) or "refit" (by the shortcut generation in the
+    # entry's stamp, fastlower.preprocess.keys.SHORTCUTS)
     info = {"backends": backends, "exception_ops": added_ops, "lower_seconds": lower_seconds,
-            "created": time.time()}
+            "created": time.time(), "made": made}
     fresh = compare.describe(manager._edge_programs)
 
     def same(copy_back: Dict[str, Any]) -> Optional[str]:
@@ -184,10 +186,12 @@ def _store(store: LoweringStore, key: LoweringKey, manager: EdgeProgramManager,
 
 
 def _store_soon(store: LoweringStore, settings: LoweringCacheSettings, key: LoweringKey,
-                manager: EdgeProgramManager, added_ops: List[str], lower_seconds: float) -> None:
+                manager: EdgeProgramManager, added_ops: List[str], lower_seconds: float,
+                made: str = "lowered") -> None:
     """:func:`_store`, in a forked child when the entry is large (:mod:`.detached`)."""
     access.store_soon(store, settings, key.key, _data_bytes(manager._edge_programs.values()),
-                      lambda target: _store(target, key, manager, added_ops, lower_seconds),
+                      lambda target: _store(target, key, manager, added_ops, lower_seconds,
+                                            made),
                       also=(key.structure,) if key.structure else ())
 
 

@@ -48,9 +48,14 @@ def result_fields(result: PreprocessResult) -> tuple:
             result._delegate_info_meta)
 
 
-def encode(result: PreprocessResult, seal: Seal) -> bytes:
+# how an entry's result was made: the backend's own preprocess, or derived from a
+# structural template (fastlower.structure) by the shortcut generation in the stamp
+MADE = ("backend", "derived")
+
+
+def encode(result: PreprocessResult, seal: Seal, made: str = "backend") -> bytes:
     """An entry's bytes for ``result``; ``plain.UnsafePickle`` if it is not plain data."""
-    return seal_payload(plain.dumps(result_fields(result)), seal)
+    return seal_payload(plain.dumps((*result_fields(result), made)), seal)
 
 
 def seal_payload(payload: bytes, seal: Seal) -> bytes:
@@ -95,9 +100,11 @@ def decode(raw: bytes, seal: Seal) -> PreprocessResult:
     """The result an entry holds; :class:`DamagedEntry` if it cannot be trusted."""
     payload = open_payload(raw, seal)
     try:
-        processed, handles, data, info = plain.loads(payload)
+        processed, handles, data, info, made = plain.loads(payload)
     except Exception as exc:
         raise DamagedEntry(f"cannot read its plain data: {exc!r}") from exc
+    if made not in MADE:
+        raise DamagedEntry(f"made by an unknown step ({made!r})")
     return PreprocessResult(processed_bytes=processed, debug_handle_map=handles,
                             data_store_output=data, _delegate_info_meta=info)
 
@@ -166,12 +173,13 @@ class PreprocessCache:
         except Exception as exc:
             self.write_errors.append(f"{entry[:24]}: {exc!r}")
 
-    def put(self, key: str, result: PreprocessResult) -> None:
-        """Stores ``result``; a failed write (disk full, read-only) is noted, not raised."""
+    def put(self, key: str, result: PreprocessResult, made: str = "backend") -> None:
+        """Stores ``result`` (``made`` by one of :data:`MADE`); a failed write (disk full,
+        read-only) is noted, not raised."""
         if self.read_only:  # said once, when the folder was opened
             return
         try:
-            raw = encode(result, self.folder.seal(PURPOSE, key))
+            raw = encode(result, self.folder.seal(PURPOSE, key), made)
         except Exception as exc:  # not plain data (plain.UnsafePickle), or no pickle at all
             log.debug("preprocess result %s not stored: %r", key[:12], exc)
             return

@@ -63,7 +63,7 @@ from torch.export import ExportedProgram
 
 from .jobs import PreprocessJob
 
-ENTRY_FORMAT = 1
+ENTRY_FORMAT = 2  # 2: an entry says how its result was made (cache.MADE)
 # The generation of fastlower's shortcuts (derived preprocess results, refit, skipped
 # retraces, reused fake outputs). It is in every key and entry stamp, and is raised
 # whenever a shortcut is found unsound, so that nothing an earlier generation derived is

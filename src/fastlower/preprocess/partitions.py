@@ -190,7 +190,7 @@ def preprocess_partitions(jobs: Sequence[PreprocessJob], report) -> List[Preproc
             for index, result in derived.items():
                 results[index], hit[index] = result, (False if index in keys else None)
                 if cache is not None and index in keys:
-                    cache.put(keys[index], result)
+                    cache.put(keys[index], result, made="derived")
                 bar.update(1)
             _run_jobs(rerun, opts, done, report)
         counts = plan.stats.as_dict()

@@ -19,8 +19,8 @@ A provenance read off bytes is sound only where no other source explains the sam
 in either checkpoint, and where B's values are treated as A's were. So the refit refuses
 (and the call lowers for real) when:
 
-* a tensor is both an input constant and a literal of the program in A (``gate == 0.5``
-  beside ``y * 0.5``);
+* a tensor is both a changed input constant and a literal of the program in A
+  (``gate == 0.5`` beside ``y * 0.5``);
 * a changed input is uniform or has one element (a zero bias, a ones norm weight, a
   scalar, which B could set equal to a literal): a tensor a pass computed, or a
   literal, could have the same bytes;
@@ -146,10 +146,10 @@ class Sources:
         for name in names:
             source = self.b_tensors[name]
             if (source.shape, source.dtype) == (stored.shape, stored.dtype):
-                if literal:
-                    raise NotRefittable(f"{where} is both input {name!r} and a literal of the "
-                                        "program in the cached checkpoint")
-                if name in self.changed:
+                if name in self.changed:  # unchanged: B's value is A's, whatever the source
+                    if literal:
+                        raise NotRefittable(f"{where} is both input {name!r} and a literal of "
+                                            "the program in the cached checkpoint")
                     _check_changed(f"{where} (input {name!r})", stored, source)
                 return _like(stored, source), name in self.changed
         if literal:
