@@ -61,17 +61,40 @@ def case_of(tensor: torch.Tensor) -> str:
     flat = _elements(tensor)
     if flat.numel() == 0:
         return "E"
-    bits = _as_bits(flat)
-    flags = []
-    if not bool(bits.any()):
-        flags.append("Z")
-    if flat.numel() > 1 and bool((bits == bits[0]).all()):
-        flags.append("U")
     if flat.is_floating_point():
-        flags.extend(_float_flags(flat))
-    elif flat.dtype == torch.int8 and bool(((flat < -8) | (flat > 7)).any()):
-        flags.append("4")
-    return "".join(flags)
+        ordinary = _ordinary_float_case(flat)
+        if ordinary is not None:
+            return ordinary
+        return _bit_flags(flat) + "".join(_float_flags(flat))
+    if flat.is_complex():
+        return _bit_flags(flat)
+    low, high = (int(v) for v in torch.aminmax(flat.view(torch.uint8) if flat.dtype == torch.bool
+                                               else flat))
+    flags = ("Z" if low == high == 0 else "") + ("U" if low == high and flat.numel() > 1 else "")
+    if flat.dtype == torch.int8 and (low < -8 or high > 7):
+        flags += "4"
+    return flags
+
+
+def _ordinary_float_case(flat: torch.Tensor) -> "str | None":
+    """The case of a floating tensor with no zero, subnormal, tiny, huge or non-finite
+    element ("" or "U"), found in three reductions; None when it has one of those."""
+    smallest = float(torch.linalg.vector_norm(flat, ord=float("-inf")))
+    largest = float(torch.linalg.vector_norm(flat, ord=float("inf")))
+    if not (_TINY <= smallest and largest <= _HUGE):  # NaN compares false: not ordinary
+        return None
+    if flat.numel() == 1:
+        return ""
+    low, high = torch.aminmax(flat)
+    return "U" if bool(low == high) else ""
+
+
+def _bit_flags(flat: torch.Tensor) -> str:
+    bits = _as_bits(flat)
+    flags = "" if bool(bits.any()) else "Z"
+    if flat.numel() > 1 and bool((bits == bits[0]).all()):
+        flags += "U"
+    return flags
 
 
 def _float_flags(flat: torch.Tensor) -> Tuple[str, ...]:
