@@ -23,6 +23,7 @@ class Outcome:
     lowering_cache: str = ""  # fastlower: hit / miss / refit
     classes: Optional[dict] = None  # fastlower: the report's preprocess_classes
     refit: str = ""  # fastlower: why a refit was refused, if one was tried
+    retraces: Optional[dict] = None  # fastlower: the report's edge_retraces
 
     def same_as(self, other: "Outcome") -> bool:
         return self.pte == other.pte and self.error == other.error
@@ -64,7 +65,8 @@ def fastlower(program: Any, partitioners: List[Any], cache_dir: Path) -> Outcome
             pte = bytes(manager.to_executorch().buffer)
         return Outcome(pte=pte, lowering_cache=str(report.lowering_cache),
                        classes=report.preprocess_classes,
-                       refit=str((report.refit or {}).get("refused", "")))
+                       refit=str((report.refit or {}).get("refused", "")),
+                       retraces=report.edge_retraces)
     except Exception as exc:
         return Outcome(error=_error(exc))
 

@@ -87,6 +87,7 @@ def main(argv: List[str]) -> None:
                 out.with_name(f"{out.name}.{k}.pte").write_bytes(outcome.pte)
             results.append({"error": outcome.error, "cache": outcome.lowering_cache,
                             "classes": outcome.classes, "refit": outcome.refit,
+                            "retraces": outcome.retraces,
                             "has_pte": outcome.pte is not None})
         out.with_name(out.name + ".out").write_text(json.dumps(results))
     elif command == "fuzz":

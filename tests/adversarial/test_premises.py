@@ -54,7 +54,8 @@ CASES = {
                                          expect={"refused": "a literal"}),
     "an integer buffer equal to a literal": Case("literals", (), (("steps:=2",),),
                                                  expect={"refused": "a literal"}),
-    "a user input mutated in place": Case("mutated_input", ()),
+    "a user input mutated in place": Case("mutated_input", (),
+                                          expect={"retrace": "user inputs are mutated"}),
     # ExecuTorch rejects a zero scale; a derived member must not skip that check
     "a zero scale in a member": Case("int8_linear_per_channel",
                                      (*ZERO_BIASES, "_scale_0:zero_elem"),
@@ -119,5 +120,8 @@ def _check_report(case: Case, got: Dict[str, Any]) -> None:
     if "refused" in case.expect:
         assert got["cache"] == "miss", got["cache"]
         assert case.expect["refused"] in got["refit"], got["refit"]
+    if "retrace" in case.expect:
+        reasons = (got["retraces"] or {}).get("reasons", [])
+        assert any(case.expect["retrace"] in why for why in reasons), got["retraces"]
     if "error" in case.expect:
         assert case.expect["error"] in got["error"], got["error"]

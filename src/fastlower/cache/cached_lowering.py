@@ -285,6 +285,11 @@ def _mark_report(manager: EdgeProgramManager, status: str, key: str,
         _publish(report, manager)
         return
     report.refit = refit.as_report() if refit is not None else {}
+    if status in ("miss", "verified"):  # this thread's edge stage just ran for it
+        from ..edge.decompose import SKIPPED
+
+        report.edge_retraces = {"skipped": SKIPPED.skipped, "run": SKIPPED.run,
+                                "reasons": list(SKIPPED.reasons)}
     report.lowering_cache = status
     report.lowering_cache_key = key
     report.lowering_cache_seconds = dict(seconds)

@@ -34,6 +34,8 @@ lowering_cache     optional: {status, key, seconds {step: s}, refit (optional)}
                    remade, templates, reused} or {source, refused}
 preprocess_classes optional: partitions of one structure {classes, derived,
                    verified, fallbacks [{tag, why}]} (``fastlower.structure``)
+edge_retraces      optional: the edge stage's retraces {skipped, run, reasons
+                   [why each that ran was not skipped]} (``fastlower.edge``)
 memory             peak resident set in bytes from the process's start to the
                    end of the lowering (``getrusage``'s ``ru_maxrss``):
                    ``peak_rss_bytes`` of the lowering's process and
@@ -102,6 +104,7 @@ def to_dict(report: ReportData) -> Dict[str, Any]:
            if report.lowering_cache is not None else {}),
         **({"preprocess_classes": report.preprocess_classes}
            if report.preprocess_classes else {}),
+        **({"edge_retraces": report.edge_retraces} if report.edge_retraces else {}),
         "notes": list(report.notes),
         "memory": {"peak_rss_bytes": report.peak_rss_bytes,
                    "children_peak_rss_bytes": report.children_peak_rss_bytes},

@@ -150,6 +150,9 @@ class ReportData:
     # the lowering was refit, {source, refused (why)} when a structure matched but could
     # not be refit; empty otherwise
     refit: Dict[str, Any] = field(default_factory=dict)
+    # the edge stage's retraces (``fastlower.edge``): {skipped, run, reasons [why each
+    # ran]} when fastlower ran the edge stage of this lowering; empty otherwise
+    edge_retraces: Dict[str, Any] = field(default_factory=dict)
     # peak resident set, in bytes, from the process's start to the end of this lowering:
     # this process's and its largest waited-for child's (preprocess workers, a cache
     # store's child), from ``getrusage`` (``report.memory.record_peak``); 0: not measured
@@ -250,7 +253,8 @@ class ReportData:
             return ""
         steps = ", ".join(f"{k} {v:.3f}s" for k, v in self.lowering_cache_seconds.items())
         return (f"\nlowering cache: {self.lowering_cache}" + (f" ({steps})" if steps else "")
-                + (f"\n{refit_line(self.refit)}" if self.refit else ""))
+                + (f"\n{refit_line(self.refit)}" if self.refit else "")
+                + (f"\n{retraces_line(self.edge_retraces)}" if self.edge_retraces else ""))
 
     def record_classes(self, stats: Dict[str, Any]) -> None:
         """Add one preprocess batch's structural-class counts (``ClassStats.as_dict``);
@@ -301,6 +305,13 @@ def _coverage(nodes: List[NodeRecord], backend: Optional[str]) -> Coverage:
         taken = [n for n in nodes if n.backend == backend]
     return Coverage(delegated_nodes=len(taken), total_nodes=len(nodes),
                     delegated_ops=len({n.op for n in taken}), total_ops=len(all_ops))
+
+
+def retraces_line(retraces: Dict[str, Any]) -> str:
+    """``edge stage: N retraces skipped, M run (why the first ran)``."""
+    reasons = retraces.get("reasons", [])
+    return (f"edge stage: {retraces.get('skipped', 0)} retraces skipped, "
+            f"{retraces.get('run', 0)} run" + (f" ({reasons[0]})" if reasons else ""))
 
 
 def refit_line(refit: Dict[str, Any]) -> str:
