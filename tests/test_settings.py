@@ -110,6 +110,37 @@ def test_paths(monkeypatch, tmp_path):
     assert settings.cache_dir() is None
 
 
+def test_path_lists(monkeypatch, tmp_path):
+    a, b = tmp_path / "env a", tmp_path / "b"
+    assert settings.cache_base_dirs() == ()
+    monkeypatch.setenv(settings.CACHE_BASE_DIR, f" {a}{os.pathsep}{b} ")
+    assert settings.cache_base_dirs() == (a, b)
+    monkeypatch.setenv(settings.CACHE_BASE_DIR, f"{os.pathsep}{a}{os.pathsep * 2}{b}{os.pathsep}")
+    assert settings.cache_base_dirs() == (a, b)  # empty items are skipped
+    monkeypatch.setenv(settings.CACHE_BASE_DIR, f"~/env{os.pathsep}{a}")
+    assert settings.cache_base_dirs() == (Path("~/env").expanduser(), a)
+    for blank in ("", "  ", os.pathsep):
+        monkeypatch.setenv(settings.CACHE_BASE_DIR, blank)
+        assert settings.cache_base_dirs() == ()
+
+
+@pytest.mark.parametrize("text", ["relative/env", "/abs/env{sep}relative", "~user-nobody/x"])
+def test_a_path_list_with_a_relative_directory_is_an_error(monkeypatch, text):
+    text = text.format(sep=os.pathsep)
+    monkeypatch.setenv(settings.CACHE_BASE_DIR, text)
+    with pytest.raises(settings.SettingsError) as info:
+        settings.cache_base_dirs()
+    assert info.value.name == settings.CACHE_BASE_DIR and info.value.value == text
+    assert str(info.value) == (f"{settings.CACHE_BASE_DIR}={text!r}: expected absolute "
+                               f"directories separated by {os.pathsep!r}")
+
+
+def test_an_unknown_home_folder_is_an_error(monkeypatch):
+    monkeypatch.setenv(settings.CACHE_DIR, "~user-nobody/cache")
+    with pytest.raises(settings.SettingsError, match=r"expected a path \(a ~user that exists"):
+        settings.cache_dir()
+
+
 def test_choices(monkeypatch):
     monkeypatch.setenv(settings.START_METHOD, "Spawn")
     assert settings.start_method() == "spawn"

@@ -228,13 +228,15 @@ def parse(variable: Variable, value: str) -> Value:
             raise variable.error(value, f"an integer{least}")
         return number
     if variable.kind == "path":
-        return Path(value).expanduser()
+        return _expanded(variable, value, value, "a path (a ~user that exists)")
     if variable.kind == "text":
         return value
     if variable.kind == "paths":
-        found = tuple(Path(item).expanduser() for item in value.split(os.pathsep) if item)
+        expected = f"absolute directories separated by {os.pathsep!r}"
+        found = tuple(_expanded(variable, value, item, expected)
+                      for item in value.split(os.pathsep) if item)
         if not all(path.is_absolute() for path in found):
-            raise variable.error(value, f"absolute directories separated by {os.pathsep!r}")
+            raise variable.error(value, expected)
         return found
     if variable.kind == "choice":
         word = value.lower()
@@ -242,6 +244,15 @@ def parse(variable: Variable, value: str) -> Value:
             raise variable.error(value, "one of " + ", ".join(variable.choices))
         return word
     raise AssertionError(f"unknown kind {variable.kind!r} of {variable.name}")
+
+
+def _expanded(variable: Variable, value: str, item: str, expected: str) -> Path:
+    """``item`` (of ``value``) as a path, ``~`` expanded; an unknown ``~user`` (or no home
+    folder) is :class:`SettingsError`, not ``pathlib``'s ``RuntimeError``."""
+    try:
+        return Path(item).expanduser()
+    except RuntimeError:
+        raise variable.error(value, expected) from None
 
 
 def get(name: str) -> Value:

@@ -13,7 +13,7 @@ import torch
 from fastlower.preprocess.jobs import PreprocessJob
 from fastlower.structure import constant_bytes
 from fastlower.structure.shape_key import partition_shape
-from fastlower.structure.template import NotDerivable, derive, learn
+from fastlower.structure.template import NotDerivable, derive, from_plain, learn, to_plain
 from fastlower.structure.xnnpack_blob import BlobLayoutError, read_fields
 
 
@@ -131,3 +131,80 @@ def test_a_member_in_another_value_case_is_refused(partitions, value):
     constants[bias][0] = value
     with pytest.raises(NotDerivable, match="another value case"):
         derive(template, dataclasses.replace(second, constants=constants))
+
+
+# ------------------------------------------------------------ a cached template, malformed
+class Raises:
+    """A value whose reading raises ``error``: what from_plain meets is not up to it."""
+
+    def __init__(self, error: BaseException) -> None:
+        self.error = error
+
+    def __int__(self) -> int:
+        raise self.error
+
+    def __iter__(self):
+        raise self.error
+
+
+@pytest.fixture(scope="module")
+def plain(partitions):
+    first, result = _linears(partitions)[0]
+    return to_plain(learn(first, result))
+
+
+def _with(plain, index, value):
+    return plain[:index] + (value,) + plain[index + 1:]
+
+
+def _entry_with(plain, field, value):
+    entry = plain[2][0]
+    return _with(plain, 2, (entry[:field] + (value,) + entry[field + 1:],) + plain[2][1:])
+
+
+def test_a_plain_template_comes_back(plain):
+    assert to_plain(from_plain(plain)) == plain
+    assert plain[5] and plain[4], "the template has no key or handle slots to damage"
+
+
+MALFORMED = {
+    "None": lambda p: None,
+    "an int": lambda p: 7,
+    "too few fields": lambda p: p[:-1],
+    "too many fields": lambda p: p + ((),),
+    "entries None": lambda p: _with(p, 2, None),
+    "an entry of five": lambda p: _with(p, 2, (p[2][0][:5],)),
+    "an entry's constant a string": lambda p: _entry_with(p, 1, "x"),
+    "an entry's constant infinite": lambda p: _entry_with(p, 1, float("inf")),
+    "an entry's constant negative": lambda p: _entry_with(p, 1, -1),
+    "an unknown step": lambda p: _entry_with(p, 2, "no-such-step"),
+    "the blob an int": lambda p: _with(p, 1, 16),
+    "the blob an int of its length": lambda p: _with(p, 1, len(p[1])),  # bytes(n): zeros
+    "the blob a huge int": lambda p: _with(p, 1, 10 ** 30),
+    "the blob a string": lambda p: _with(p, 1, "blob"),
+    "a key slot of one": lambda p: _with(p, 4, ((1,),)),
+    "a key slot at a huge position": lambda p: _with(p, 4, ((10 ** 30, 0),)),
+    "a key slot at the blob's end": lambda p: _with(p, 4, ((len(p[1]) - 10, 0),)),
+    "a key slot of a huge entry": lambda p: _with(p, 4, ((0, 10 ** 30),)),
+    "a handle slot's nodes an int": lambda p: _with(p, 5, ((0, 3),)),
+    "a handle slot past the blob": lambda p: _with(p, 5, ((len(p[1]) - 2, (0,)),)),
+    "a handle slot of no node": lambda p: _with(p, 5, ((0, ()),)),
+    "a handle slot of a negative node": lambda p: _with(p, 5, ((0, (-1,)),)),
+    "unread a dict": lambda p: _with(p, 6, {1: 2}),
+    "an unread position negative": lambda p: _with(p, 6, ((-2, "0" * 32),)),
+    "cases an int": lambda p: _with(p, 8, 5),
+    "a value raising LookupError": lambda p: _entry_with(p, 3, Raises(LookupError("x"))),
+    "a value raising RuntimeError": lambda p: _with(p, 3, Raises(RuntimeError("x"))),
+}
+
+
+@pytest.mark.parametrize("damage", list(MALFORMED), ids=list(MALFORMED))
+def test_a_malformed_plain_template_is_not_derivable(plain, damage):
+    with pytest.raises(NotDerivable):
+        from_plain(MALFORMED[damage](plain))
+
+
+@pytest.mark.parametrize("error", [KeyboardInterrupt, SystemExit])
+def test_an_interrupt_reading_a_template_is_not_swallowed(plain, error):
+    with pytest.raises(error):
+        from_plain(_entry_with(plain, 3, Raises(error())))

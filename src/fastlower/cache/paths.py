@@ -96,8 +96,9 @@ class PathMap:
     def __init__(self, bases: Bases) -> None:
         self.bases = bases
         order = sorted(range(len(bases)), key=lambda i: (-len(bases[i][1]), i))
-        self._marks = {bases[i][1] + os.sep: f"{_MARK}{bases[i][0]}{_MARK}{os.sep}"
-                       for i in order}
+        self._marks: Dict[str, str] = {}
+        for i in order:  # of equal paths (a base and its resolved form), the first's label
+            self._marks.setdefault(bases[i][1] + os.sep, f"{_MARK}{bases[i][0]}{_MARK}{os.sep}")
         self._paths = {f"{_MARK}{label}{_MARK}{os.sep}": path + os.sep
                        for label, path in reversed(bases)}  # a label's first path wins
         self._below = _alternation(self._marks, r"(?<![\w.~/\\-])")

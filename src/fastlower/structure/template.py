@@ -183,9 +183,13 @@ def _prefix(key: str) -> str:
 
 
 def from_plain(value: Any) -> Template:
-    """A template from :func:`to_plain`'s data; :class:`NotDerivable` if malformed."""
+    """A template from :func:`to_plain`'s data; :class:`NotDerivable` if malformed (any
+    ``Exception`` reading it, a blob that is not bytes, a position outside the blob or an
+    index out of range)."""
     try:
         key, blob, entries, buffers, key_slots, handle_slots, unread, map_none, cases = value
+        if not isinstance(blob, (bytes, bytearray)):  # bytes(n) of an int n: n zero bytes
+            raise TypeError(f"the blob is a {type(blob).__name__}")
         template = Template(
             str(key), bytes(blob),
             tuple(Entry(str(p), int(c), str(s), int(a), layout, tuple(str(o) for o in others))
@@ -195,9 +199,29 @@ def from_plain(value: Any) -> Template:
             tuple((int(at), tuple(int(k) for k in nodes)) for at, nodes in handle_slots),
             tuple((int(i), str(d)) for i, d in unread),
             None if map_none else {}, tuple(str(c) for c in cases))
-    except (TypeError, ValueError) as exc:
+    except Exception as exc:  # plain data of any shape: never KeyboardInterrupt, SystemExit
         raise NotDerivable(f"a cached template is malformed: {exc!r}") from exc
     if any(e.step not in constant_bytes.STEPS or e.prefix not in constant_bytes.PREFIXES
            or not set(e.alternatives) <= set(constant_bytes.STEPS) for e in template.entries):
         raise NotDerivable("a cached template names an unknown step")
+    why = _out_of_range(template)
+    if why is not None:
+        raise NotDerivable(f"a cached template is malformed: {why}")
     return template
+
+
+def _out_of_range(template: Template) -> Optional[str]:
+    """Why a position or index of ``template`` would make :func:`derive` write outside the
+    blob (a bytearray grows silently) or read a wrong constant, else None."""
+    size, entries = len(template.blob), template.entries
+    if any(e.constant < 0 for e in entries) or any(i < 0 for i, _ in template.unread):
+        return "a negative constant position"
+    for at, index in template.key_slots:
+        if not 0 <= index < len(entries):
+            return f"key slot of entry {index} of {len(entries)}"
+        if not 0 <= at <= size - len(entries[index].prefix) - 64:  # a sha256 hex name
+            return f"key slot at {at} in a blob of {size} bytes"
+    for at, nodes in template.handle_slots:
+        if not 0 <= at <= size - 4 or not nodes or min(nodes) < 0:
+            return f"handle slot at {at} (nodes {nodes[:4]}) in a blob of {size} bytes"
+    return None
