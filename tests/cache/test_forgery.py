@@ -30,6 +30,7 @@ from fastlower.preprocess import cache as preprocess_cache
 from fastlower.trust import seal as seal_module
 
 from . import lower_once
+from .damage import read_value, write_value  # a row of either kind: rowid, filename, value
 
 STEPS = ["base", "base"]
 ATTACKER_KEY = b"the attacker's own key, not yours"
@@ -65,20 +66,6 @@ def rows(folder: Path) -> List[Row]:
     with contextlib.closing(sqlite3.connect(folder / "cache.db")) as db:
         return [Row(*r) for r in db.execute(
             "SELECT rowid, key, mode, filename, value, tag FROM Cache ORDER BY rowid")]
-
-
-def read_value(folder: Path, row: Row) -> bytes:
-    return (folder / row.filename).read_bytes() if row.filename else bytes(row.value)
-
-
-def write_value(folder: Path, row: Row, data: bytes) -> None:
-    """Replaces the row's bytes where they are (its value file, or the database)."""
-    if row.filename:
-        (folder / row.filename).write_bytes(data)
-        return
-    with contextlib.closing(sqlite3.connect(folder / "cache.db")) as db:
-        db.execute("UPDATE Cache SET value = ? WHERE rowid = ?", (data, row.rowid))
-        db.commit()
 
 
 def update_row(folder: Path, rowid: int, **columns) -> None:
