@@ -38,11 +38,14 @@ def test_the_longest_base_wins():
     assert PathMap(tuple(reversed(bases))).relative("/w/repo/src/pkg/m.py") == mark("deep", "m.py")
 
 
-def test_of_equal_bases_the_first_label_wins():
+def test_of_equal_bases_the_last_label_wins():
     # the repository root is the working directory, no symlink: repo, repo~real, cwd, cwd~real
     bases = (("repo", "/w/repo"), ("repo~real", "/w/repo"), ("cwd", "/w/repo"),
              ("cwd~real", "/w/repo"))
-    assert PathMap(bases).relative("/w/repo/export.py") == mark("repo", "export.py")
+    assert PathMap(bases).relative("/w/repo/export.py") == mark("cwd~real", "export.py")
+    # a process whose script is no file (python -c, a pytest worker) has no repo base:
+    # it keys the checkout as the one that has it
+    assert PathMap(bases[2:]).relative("/w/repo/export.py") == mark("cwd~real", "export.py")
 
 
 def test_every_path_of_a_string_is_keyed():

@@ -18,7 +18,9 @@ The bases (:func:`current`), taken when the key is computed:
 * ``cwd``: the working directory.
 
 Each is taken as given and resolved (``<label>~real``). The longest base a path lies
-below wins (ties in the order above). A string holding a NUL is keyed as it is.
+below wins; of bases at one path, the last in the order above (``cwd~real`` over
+``repo``: a process whose script is no file has no ``repo`` base). A string holding a
+NUL is keyed as it is.
 
 A hit's programs are the writer's: :func:`localize` rewrites each such string from
 the writer's bases (stored in the entry's ``info``) to this process's, which is the
@@ -96,9 +98,11 @@ class PathMap:
     def __init__(self, bases: Bases) -> None:
         self.bases = bases
         order = sorted(range(len(bases)), key=lambda i: (-len(bases[i][1]), i))
-        self._marks: Dict[str, str] = {}
-        for i in order:  # of equal paths (a base and its resolved form), the first's label
-            self._marks.setdefault(bases[i][1] + os.sep, f"{_MARK}{bases[i][0]}{_MARK}{os.sep}")
+        # of equal paths, the last base's label: the working directory's (always there)
+        # over the repository's (absent where the script is no file: python -c, a pytest
+        # worker), so that both processes key the checkout alike
+        self._marks: Dict[str, str] = {bases[i][1] + os.sep: f"{_MARK}{bases[i][0]}{_MARK}{os.sep}"
+                                       for i in order}
         self._paths = {f"{_MARK}{label}{_MARK}{os.sep}": path + os.sep
                        for label, path in reversed(bases)}  # a label's first path wins
         self._below = _alternation(self._marks, r"(?<![\w.~/\\-])")
