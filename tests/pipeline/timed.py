@@ -88,6 +88,7 @@ def _record_lowering_cache() -> None:
     report = fastlower.last_report() if fastlower is not None else None
     TIMES["lowering_cache"].append(getattr(report, "lowering_cache", None))
     TIMES["lowering_cache_seconds"].append(getattr(report, "lowering_cache_seconds", None))
+    TIMES.setdefault("refit", []).append(getattr(report, "refit", None))  # or why refused
 
 
 def _record_fake_outputs(name: str) -> None:
