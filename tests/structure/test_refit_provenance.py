@@ -76,17 +76,23 @@ def test_an_input_equal_to_a_literal_is_ambiguous():
     (torch.tensor(0.3), torch.tensor(0.5), "one element"),  # B's may equal a literal
     (torch.zeros(4), torch.randn(4), "uniform"),  # a zero bias, then a trained one
     (torch.full((4,), 2.0), torch.full((4,), 3.0), "uniform"),
-    (torch.tensor([1.0, 2.0, 3.0]), torch.tensor([1.0, 0.0, 3.0]), "a zero element"),
-    (torch.tensor([1.0, 2.0, 3.0]), torch.tensor([1.0, -0.0, 3.0]), "a negative zero"),
-    (torch.tensor([1.0, 2.0, 3.0]), torch.tensor([1.0, float("nan"), 3.0]), "non-finite"),
-    (torch.tensor([1.0, 2.0, 3.0]), torch.tensor([1.0, 1e-40, 3.0]), "subnormal"),
-    (torch.tensor([1, 2, 3], dtype=torch.int8), torch.tensor([1, 9, 3], dtype=torch.int8),
-     "4-bit range"),
 ])
-def test_a_changed_input_in_another_case_refuses(a_value, b_value, why):
+def test_a_changed_input_that_is_no_distinct_source_refuses(a_value, b_value, why):
     a, b = {"w": a_value}, {"w": b_value}
     with pytest.raises(NotRefittable, match=why):
         _sources(a, b).new_value("w", a_value.clone())
+
+
+@pytest.mark.parametrize("b_value", [
+    torch.tensor([1.0, 0.0, 3.0]), torch.tensor([1.0, -0.0, 3.0]),
+    torch.tensor([1.0, float("nan"), 3.0]), torch.tensor([1.0, 1e-40, 3.0]),
+])
+def test_an_input_may_change_value_case(b_value):
+    """Nothing the refit skips reads a non-delegated input's value; a delegate's constants
+    are checked by its template (tests/structure/test_template.py)."""
+    a = {"w": torch.tensor([1.0, 2.0, 3.0])}
+    new, changed = _sources(a, {"w": b_value}).new_value("w", a["w"].clone())
+    assert changed and torch.equal(new.nan_to_num(7.0), b_value.nan_to_num(7.0))
 
 
 def test_an_unchanged_uniform_input_is_kept():
