@@ -41,9 +41,8 @@ def _elements(tensor: torch.Tensor) -> torch.Tensor:
 
 
 def _as_bits(flat: torch.Tensor) -> torch.Tensor:
-    """The elements' bit patterns as integers of the same width (NaN equals itself)."""
-    if flat.dtype == torch.bool:
-        return flat.view(torch.uint8)
+    """A floating or complex tensor's elements as integers of the same width (NaN equals
+    itself)."""
     width = _INT_VIEW.get(flat.element_size())
     if width is None or flat.is_complex():
         return flat.view(torch.uint8)
