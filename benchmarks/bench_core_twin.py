@@ -2,7 +2,7 @@
 
     .venv/bin/python benchmarks/bench_core_twin.py [--nodes 5000] [--tags 250] [--repeat 3]
 
-Plans the graph with ``fastlower.plan.plan_program`` (one ``plan_graph`` call: constant
+Plans the graph with ``fastlower.core.plan.plan_program`` (one ``plan_graph`` call: constant
 duplication, grouping, cycle checks, fusion, delegate insertion on the single-program path;
 then the multi-method path's delegate insertion in iter_partitions order), once
 with the twin and once with ``fastlower._core``, checks both plans agree and
@@ -20,12 +20,12 @@ import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
-from fastlower import plan as fl_plan  # noqa: E402
-from fastlower._schema import (  # noqa: E402
+from fastlower.core import plan as fl_plan  # noqa: E402
+from fastlower.core.schema import (  # noqa: E402
     DELEGATES_AFTER_FUSING, DELEGATES_WHILE_FUSING, OP_PLACEHOLDER, OWNABLE_ROLES,
 )
-from fastlower.encode import EncodedGraph, Interner  # noqa: E402
-from fastlower._twin.fusion import FusionSimulator  # noqa: E402
+from fastlower.core.encode import EncodedGraph, Interner  # noqa: E402
+from fastlower.core.twin.fusion import FusionSimulator  # noqa: E402
 from tests.test_core_twin import DriveConfig, drive, make_graph, make_tag_names  # noqa: E402
 
 

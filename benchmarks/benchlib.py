@@ -250,7 +250,7 @@ class ProgramCache:
 
     def pristine(self, n_layers: int) -> ExportedProgram:
         if self._key != n_layers:
-            from fastlower.examples.llama import edge_llama
+            from fastlower.frontends.examples.llama import edge_llama
 
             self._program = None
             self._tags = {}

@@ -79,9 +79,9 @@ def pytest_configure(config):
     config._fastlower_bench_start = time.perf_counter()
     # the installed package (``pip install .[bench]`` builds its native core);
     # timing the Python twin by accident would misstate every ratio
-    import fastlower.plan
+    import fastlower.core.plan
 
-    if fastlower.plan.backend_module() is None and not config.getoption("--allow-python-twin"):
+    if fastlower.core.plan.backend_module() is None and not config.getoption("--allow-python-twin"):
         pytest.exit("fastlower's native core (fastlower._core) did not load; install the "
                     "package with `pip install '.[bench]'` (or pass --allow-python-twin)",
                     returncode=2)
@@ -93,9 +93,9 @@ def pytest_benchmark_update_json(config, benchmarks, output_json):
             "argv": sys.argv[1:]}
     try:
         import fastlower
-        import fastlower.plan
+        import fastlower.core.plan
 
-        info["native_core"] = fastlower.plan.backend_module() is not None
+        info["native_core"] = fastlower.core.plan.backend_module() is not None
         info["fastlower_file"] = fastlower.__file__
     except Exception as exc:  # pragma: no cover
         info["fastlower_import_error"] = repr(exc)
@@ -137,7 +137,7 @@ def warmed_up():
 
     import fastlower
     from executorch.exir.backend.backend_api import to_backend as ref_to_backend
-    from fastlower.examples.llama import edge_llama
+    from fastlower.frontends.examples.llama import edge_llama
 
     import benchlib
 
@@ -156,9 +156,9 @@ def warmed_up():
 def pytest_report_header(config):
     try:
         import fastlower
-        import fastlower.plan
+        import fastlower.core.plan
 
-        core = fastlower.plan.backend_module()
+        core = fastlower.core.plan.backend_module()
         impl = f"native _core ({core.__file__})" if core is not None else "pure-Python twin"
         return [f"fastlower {fastlower.__file__}", f"fastlower planner: {impl}"]
     except Exception as exc:  # pragma: no cover

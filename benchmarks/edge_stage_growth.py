@@ -2,14 +2,15 @@
 
 ``python benchmarks/edge_stage_growth.py --layers 6,12,24 [--executorch-layers 3,6,12]
 [--dim 64] --out FILE.json``:
-for each depth, ExecuTorch's own Llama (``fastlower.examples.user_models.executorch_llama``,
-the export_llm model class; static shapes unless ``--dynamic``) is exported once; then, with each of
-XNNPACK's two partitioner set-ups, the edge stage (``_gen_edge_manager_for_partitioners``)
-runs with ExecuTorch's function and with fastlower's (``FASTLOWER_EDGE_RETRACES=skip``),
-each on a deep copy, and their results are compared (``fastlower.edge.verify``). Last,
+for each depth, ExecuTorch's own Llama
+(``fastlower.frontends.examples.user_models.executorch_llama``, the export_llm model class;
+static shapes unless ``--dynamic``) is exported once; then, with each of XNNPACK's two
+partitioner set-ups, the edge stage (``_gen_edge_manager_for_partitioners``) runs with
+ExecuTorch's function and with fastlower's (``FASTLOWER_EDGE_RETRACES=skip``), each on a
+deep copy, and their results are compared (``fastlower.in_process.edge.verify``). Last,
 ``to_executorch()`` is timed on the program ``to_edge_transform_and_lower`` makes with no
-partitioner (every op on the portable path: the passes, memory planning and emitter
-over the whole graph).
+partitioner (every op on the portable path: the passes, memory planning and emitter over the
+whole graph).
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ import warnings
 def _program(layers: int, dim: int, dynamic: bool = False):
     import torch
 
-    from fastlower.examples.user_models import executorch_llama
+    from fastlower.frontends.examples.user_models import executorch_llama
 
     torch.manual_seed(0)
     model, inputs = executorch_llama(layers, dim)
@@ -40,8 +41,8 @@ def _edge(aten, setup: str) -> dict:
     from executorch.exir import EdgeCompileConfig
     from executorch.exir.program._program import _gen_edge_manager_for_partitioners
 
-    from fastlower.edge.decompose import SKIPPED, gen_edge_manager_for_partitioners
-    from fastlower.edge.verify import first_difference
+    from fastlower.in_process.edge.decompose import SKIPPED, gen_edge_manager_for_partitioners
+    from fastlower.in_process.edge.verify import first_difference
 
     def parts():
         return ([XnnpackPartitioner()] if setup == "xnnpack"

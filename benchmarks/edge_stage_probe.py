@@ -7,7 +7,7 @@ line: 8da4w, KV cache, custom SDPA, dynamic shapes, XNNPACK's two partitioners) 
 process, with timers around the edge stage (``to_edge_transform_and_lower`` up to the
 first ``to_backend``), each ``run_decompositions`` call in it, ``to_backend`` and
 ``to_executorch``. ``--impl fastlower`` runs the edge stage through
-``fastlower.edge.lower`` (its skipped retraces) instead of ExecuTorch's. This harness
+``fastlower.in_process.edge.lower`` (its skipped retraces) instead of ExecuTorch's. This harness
 patches ExecuTorch for its own process only; nothing here is library code.
 """
 
@@ -78,8 +78,8 @@ def _install(args) -> None:
         import contextlib
 
         from fastlower import patch
-        from fastlower.edge.decompose import SKIPPED
-        from fastlower.edge.stage import gen_edge_manager_for_partitioners
+        from fastlower.in_process.edge.decompose import SKIPPED
+        from fastlower.in_process.edge.stage import gen_edge_manager_for_partitioners
 
         # fastlower: only the edge stage is fastlower's (to_backend, to_executorch: ExecuTorch's)
         routes = (patch.routed({"_gen_edge_manager_for_partitioners":

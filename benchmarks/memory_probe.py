@@ -5,7 +5,7 @@ neither measurement inherits the other's heap::
 
     python benchmarks/memory_probe.py --impl fastlower --layers 11 --dim 1024 --hidden 2816
 
-Builds the bundled decoder (``fastlower.examples.llama``) with the given size,
+Builds the bundled decoder (``fastlower.frontends.examples.llama``) with the given size,
 exports it to Edge, learns XNNPACK's tags once (outside the measurement), then
 measures ``to_backend(program, PretaggedPartitioner(tags))`` (no-op backend) or
 ``to_backend(program, XnnpackPartitioner())`` with :class:`benchlib.PeakRss`.
@@ -37,7 +37,7 @@ def main() -> None:
     warnings.simplefilter("ignore")
 
     import benchlib
-    from fastlower.examples.llama import edge_llama
+    from fastlower.frontends.examples.llama import edge_llama
 
     program, _ = edge_llama(args.layers, dim=args.dim, hidden_dim=args.hidden)
     weights = sum(t.numel() * t.element_size() for t in program.state_dict.values())
@@ -51,10 +51,10 @@ def main() -> None:
         partitioner = XnnpackPartitioner()
     if args.impl == "fastlower":
         import fastlower
-        import fastlower.plan
+        import fastlower.core.plan
 
         to_backend = fastlower.to_backend
-        assert fastlower.plan.backend_module() is not None, "native core not loaded"
+        assert fastlower.core.plan.backend_module() is not None, "native core not loaded"
     else:
         from executorch.exir.backend.backend_api import to_backend
 

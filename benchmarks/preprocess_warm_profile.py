@@ -15,7 +15,7 @@ def main() -> None:
     layers, cache, mode = int(sys.argv[1]), sys.argv[2], sys.argv[3]
     import fastlower
     import fastlower.preprocess as pp
-    from fastlower.examples.llama import edge_llama
+    from fastlower.frontends.examples.llama import edge_llama
     from executorch.backends.xnnpack.partition.xnnpack_partitioner import XnnpackPartitioner
 
     program, _ = edge_llama(layers)

@@ -21,7 +21,7 @@ def main() -> None:
 
     import fastlower
     import fastlower.preprocess as pp
-    from fastlower.examples.llama import edge_llama
+    from fastlower.frontends.examples.llama import edge_llama
 
     from test_preprocess_bench import output_digest
 

@@ -1,7 +1,7 @@
 """Would a refit work? Two checkpoints A and B of one model (seeds 0 and 1), both lowered
 by ExecuTorch (``to_edge_transform_and_lower`` with XNNPACK, then ``to_executorch``).
 In A's ``.pte``, every byte string that a catalog step
-(``fastlower.structure.constant_bytes.STEPS``) makes of an input constant of A (tensor
+(``fastlower.preprocess.structure.constant_bytes.STEPS``) makes of an input constant of A (tensor
 subclasses flattened to their inner tensors) is swapped for the same step of B's
 constant, and every sha256 name of such bytes for B's. Prints whether the result is B's
 ``.pte``.
@@ -24,8 +24,8 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from fastlower.refit.provenance import flat_constants  # noqa: E402
-from fastlower.structure.constant_bytes import STEPS  # noqa: E402
+from fastlower.cache.refit.provenance import flat_constants  # noqa: E402
+from fastlower.preprocess.structure.constant_bytes import STEPS  # noqa: E402
 from tests.edge.models import partitioners  # noqa: E402
 from tests.structure.models import aten_program, lower  # noqa: E402
 

@@ -327,8 +327,8 @@ def profile(n_layers: int, top: int) -> str:
     warnings.filterwarnings("ignore")
     sys.path.insert(0, HERE)
     import fastlower  # the installed package, as the benchmarks use
-    import fastlower.plan
-    from fastlower.examples.llama import edge_llama
+    import fastlower.core.plan
+    from fastlower.frontends.examples.llama import edge_llama
 
     import benchlib
 
@@ -355,7 +355,7 @@ def profile(n_layers: int, top: int) -> str:
         os.path.dirname(os.path.dirname(os.path.dirname(fastlower.__file__))) + "/", "")
     lines = [ln for ln in text.splitlines() if ln.strip()]
     start = next(i for i, ln in enumerate(lines) if ln.lstrip().startswith("ncalls"))
-    core = fastlower.plan.backend_module()
+    core = fastlower.core.plan.backend_module()
     planner = f"native _core ({core.__file__})" if core is not None else "Python twin"
     phases = ", ".join(f"{k} {v:.3f} s" for k, v in rep.phases.items())
     return "\n".join([

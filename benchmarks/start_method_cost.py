@@ -28,7 +28,7 @@ def main() -> None:
     import fastlower
     import fastlower.preprocess as pp
     import fastlower.preprocess.partitions as run_module
-    from fastlower.examples.llama import export_llama
+    from fastlower.frontends.examples.llama import export_llama
     from fastlower.preprocess import executors, transport
 
     given = sys.argv[1:]

@@ -6,7 +6,7 @@ through the MAC. Each case digests the same 320 MiB buffer, in the 4 MiB chunks 
 entry streams in:
 
 * ``xxh3-128``: the unkeyed checksum entries carried before (what a hit paid);
-* ``blake3-keyed``: :class:`fastlower.trust.seal.Seal`, what a hit pays now;
+* ``blake3-keyed``: :class:`fastlower.cache.trust.seal.Seal`, what a hit pays now;
 * ``hmac-sha256``: the standard library's MAC, the alternative considered.
 
 ``.venv/bin/python -m pytest benchmarks/test_cache_mac_bench.py -p no:cacheprovider``
@@ -21,7 +21,7 @@ import os
 import pytest
 import xxhash
 
-from fastlower.trust.seal import Seal
+from fastlower.cache.trust.seal import Seal
 
 SIZE = 320 << 20
 CHUNK = 4 << 20

@@ -7,7 +7,7 @@ that provably change nothing skipped), in the same session.
 nothing) with each of XNNPACK's two
 partitioner set-ups; each call gets a deep copy of the exported program (made outside
 the timing) and new partitioners. After timing, the two results are compared
-(``fastlower.edge.verify``); a difference fails the fastlower case. ``extra_info``:
+(``fastlower.in_process.edge.verify``); a difference fails the fastlower case. ``extra_info``:
 retraces skipped and run, and on the fastlower case the ratio to the reference.
 """
 
@@ -51,8 +51,8 @@ def test_edge_stage(benchmark, edge_case):
     from executorch.exir import EdgeCompileConfig
     from executorch.exir.program._program import _gen_edge_manager_for_partitioners
 
-    from fastlower.edge.decompose import SKIPPED, gen_edge_manager_for_partitioners
-    from fastlower.edge.verify import first_difference
+    from fastlower.in_process.edge.decompose import SKIPPED, gen_edge_manager_for_partitioners
+    from fastlower.in_process.edge.verify import first_difference
 
     layers, setup, impl = edge_case
     aten = _ATEN.setdefault(layers, _program(layers, 64))

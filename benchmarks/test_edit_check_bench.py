@@ -44,7 +44,7 @@ def test_machinery(benchmark, programs, warmed_up, edit_layers):
 
 
 def test_edit_check(benchmark, programs, warmed_up, edit_layers):
-    from fastlower.edits import find_edits
+    from fastlower.lowering.edits import find_edits
     from fastlower.lowering import check_unmodified
 
     original = programs.pristine(edit_layers)

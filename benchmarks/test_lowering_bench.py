@@ -87,9 +87,9 @@ def _implementation(impl: str):
 
 def _core_info() -> Dict[str, object]:
     import fastlower
-    import fastlower.plan
+    import fastlower.core.plan
 
-    core = fastlower.plan.backend_module()
+    core = fastlower.core.plan.backend_module()
     return {"core": "native" if core is not None else "python-twin",
             "native_core": core is not None, "fastlower_file": fastlower.__file__}
 

@@ -108,7 +108,7 @@ def warmed():
 
     import fastlower
     import fastlower.preprocess as pp
-    from fastlower.examples.llama import edge_llama
+    from fastlower.frontends.examples.llama import edge_llama
 
     warnings.filterwarnings("ignore")
     logging.disable(logging.WARNING)
@@ -121,7 +121,7 @@ def warmed():
 
 @pytest.fixture(scope="module")
 def pristine():
-    from fastlower.examples.llama import edge_llama
+    from fastlower.frontends.examples.llama import edge_llama
 
     made = {}
 

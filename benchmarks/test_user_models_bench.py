@@ -4,7 +4,7 @@
 reference()``) and with fastlower's (``accelerated()``), same session, fresh deep copy of
 the pristine program per call (made outside the timing), tags compared after each case:
 
-* models (``fastlower.examples.user_models``): ExecuTorch's ``examples/models/llama``
+* models (``fastlower.frontends.examples.user_models``): ExecuTorch's ``examples/models/llama``
   Transformer built from a params dict as ``export_llm`` does (``executorch_llama``), and
   Hugging Face decoders built from a config (``hf_llama``, ``hf_gpt2``), dim 64;
 * paths: ``to_edge`` (plain ``to_edge`` then ``to_backend``: linear decomposed into
@@ -95,7 +95,7 @@ class _Programs:
     def pristine(self, part: str, path: str, model: str, n: int):
         key = (part if path == "tal" else "", path, model, n)  # to_edge: one for all
         if key not in self._cache:
-            from fastlower.examples import user_models
+            from fastlower.frontends.examples import user_models
 
             if path == "tal":
                 self._cache[key] = user_models.transform_and_lower_program(

@@ -22,7 +22,7 @@ Run (from the repository root, with the project's venv)::
 Other libFuzzer flags (``-runs=N``, ``-timeout=S``) work as usual; a crashing input
 is replayed with ``.venv/bin/python fuzz/fuzz_core.py crash-<hash>``.  The core is
 built with gcc, so coverage guidance comes from the Python code atheris
-instruments (the harness, ``fastlower._twin`` and ``fastlower.plan``), not from
+instruments (the harness, ``fastlower.core.twin`` and ``fastlower.core.plan``), not from
 the C++; the seeds (``make_corpus.py``) start it from real encoded graphs.
 """
 
@@ -43,14 +43,14 @@ import torch  # noqa: E402,F401 - imported first so that atheris does not instru
 with atheris.instrument_imports(include=["fastlower", "corpus_format"]):
     import corpus_format as cf
     from fastlower import _core
-    from fastlower import plan as fl_plan
-    from fastlower._twin import contract as twin_contract
-    from fastlower._twin import grouping as twin_grouping
-    from fastlower._twin import identity as twin_identity
-    from fastlower._twin import namespace as twin_namespace
-    from fastlower._schema import OWNABLE_ROLES, PlanOptions, PlanResult
-    from fastlower._twin import plan as twin_plan
-    from fastlower._twin.fusion import FusionSimulator as TwinSimulator, GraphArrays
+    from fastlower.core import plan as fl_plan
+    from fastlower.core.twin import contract as twin_contract
+    from fastlower.core.twin import grouping as twin_grouping
+    from fastlower.core.twin import identity as twin_identity
+    from fastlower.core.twin import namespace as twin_namespace
+    from fastlower.core.schema import OWNABLE_ROLES, PlanOptions, PlanResult
+    from fastlower.core.twin import plan as twin_plan
+    from fastlower.core.twin.fusion import FusionSimulator as TwinSimulator, GraphArrays
 
 # what a core entry point may raise on bad input; anything else is a bug
 EXPECTED = (ValueError, IndexError, KeyError, RuntimeError, OverflowError, UnicodeError)
@@ -285,7 +285,7 @@ def fuzz_simulator(r: cf.Reader) -> None:
 
 
 def core_plan_graph(g, tag_names, options) -> PlanResult:
-    """The core's plan_graph, its plain data made a PlanResult (as fastlower.plan does)."""
+    """The core's plan_graph, its plain data made a PlanResult (as fastlower.core.plan does)."""
     return PlanResult.from_core(_core.plan_graph(g, tag_names, options))
 
 

@@ -43,7 +43,7 @@ def record_graphs(cases: Sequence[str] = CASES,
     import fastlower
     from fastlower.lowering import steps as lowering  # where to_backend plans
     from executorch.backends.xnnpack.partition.xnnpack_partitioner import XnnpackPartitioner
-    from fastlower.examples.llama import edge_llama
+    from fastlower.frontends.examples.llama import edge_llama
     from tests.models import registry as models
 
     recorded = []
@@ -127,7 +127,7 @@ def _graph_seed(kind: int, arrays, tag_names: List[str], is_submodule: bool) -> 
 
 
 def seeds_of(enc, tag_names: List[str], is_submodule: bool) -> List[Tuple[str, bytes]]:
-    from fastlower.encode import TargetKeys, structure_arrays
+    from fastlower.core.encode import TargetKeys, structure_arrays
 
     a = enc.arrays
     out = []

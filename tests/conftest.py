@@ -31,7 +31,7 @@ def _core_handed_over():
         import fastlower._core as core
     except ImportError:
         return
-    from fastlower._core_loader import hand_over_rules
+    from fastlower.core.loader import hand_over_rules
 
     hand_over_rules(core)
 

@@ -1,5 +1,5 @@
 """A probe of CPython 3.11's frame-stack chunks (python/cpython#142183, see
-``fastlower.stack_room``): the most page faults a loop of calls makes at any stack depth
+``fastlower.in_process.stack_room``): the most page faults a loop of calls makes at any stack depth
 0-399. A loop whose callee's frame lands at a chunk's end maps a chunk per call, ~one
 page fault each.
 

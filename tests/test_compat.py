@@ -1,4 +1,5 @@
-"""The tested torch / ExecuTorch series are checked before a lowering (``fastlower.compat``)."""
+"""The tested torch / ExecuTorch series are checked before a lowering
+(``fastlower.base.compat``)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,8 @@ import torch
 from executorch.exir import to_edge
 
 import fastlower
-from fastlower import compat, settings
+from fastlower.base import compat
+from fastlower import settings
 from fastlower.errors import FastlowerError, UnsupportedVersionError
 from tests.cache.helpers import demo_partitioner
 

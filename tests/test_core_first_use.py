@@ -12,7 +12,7 @@ import pytest
 SCRIPT = textwrap.dedent("""
     import threading
     import fastlower._core as core
-    from fastlower._core_loader import hand_over_rules, load_core
+    from fastlower.core.loader import hand_over_rules, load_core
 
     barrier = threading.Barrier(8)
     results = []
@@ -63,7 +63,7 @@ def _run(script: str) -> str:
 
 def test_first_use_from_threads_at_once():
     pytest.importorskip("fastlower._core")
-    from fastlower._twin.namespace import Namespace, snake_case
+    from fastlower.core.twin.namespace import Namespace, snake_case
 
     twin = (snake_case("LayerNorm"), Namespace(["input"]).create("input"))
     assert _run(SCRIPT) == repr(twin)

@@ -3,7 +3,7 @@
 An import from C++ ties the core to the package layout and, on first use from several
 threads, can deadlock on a static's guard held across the GIL release of the import.
 What the core needs from Python is handed to it at load time instead
-(``fastlower._core_loader.hand_over_rules``). The sources are read as text, comments
+(``fastlower.core.loader.hand_over_rules``). The sources are read as text, comments
 stripped; the test fails on any ``module_::import`` / ``module::import`` or ``PyImport_*``.
 """
 
@@ -17,7 +17,7 @@ import pytest
 CSRC = Path(__file__).resolve().parents[1] / "csrc"
 
 # Files allowed to import (none: Python hands the core what it needs, see
-# fastlower._core_loader.hand_over_rules); the test fails as soon as a listed one no
+# fastlower.core.loader.hand_over_rules); the test fails as soon as a listed one no
 # longer imports, so the list cannot go stale.
 KNOWN_IMPORTERS: set = set()
 
@@ -51,6 +51,6 @@ def test_the_check_sees_an_import():
     code = ('// py::module_::import("in a comment")\n'
             '/* PyImport_ImportModule("also") */\n')
     assert not _IMPORT.findall(_COMMENT.sub("", code))
-    for call in ('py::module_::import("fastlower._schema")', "pybind11::module::import(name)",
+    for call in ('py::module_::import("fastlower.core.schema")', "pybind11::module::import(name)",
                  'PyImport_ImportModule("x")', "py::module_ :: import(x)"):
         assert _IMPORT.findall(_COMMENT.sub("", code + call)), call

@@ -2,7 +2,7 @@
 
 Each case hands the C++ core and its pure-Python twin the same hand-written bad
 arrays; both must raise the same exception class with the same message (the
-checks live in ``csrc/checks.hpp`` and ``fastlower/_twin/checks.py``).  A
+checks live in ``csrc/checks.hpp`` and ``fastlower/core/twin/checks.py``).  A
 simulator method that rejects its arguments leaves the simulator unchanged.
 """
 
@@ -14,12 +14,12 @@ from typing import Callable
 
 import pytest
 
-from fastlower._core_loader import hand_over_rules
-from fastlower._twin import contract as twin_contract
-from fastlower._twin import grouping as twin_grouping
-from fastlower._twin import identity as twin_identity
-from fastlower._twin.checks import MAX_TAGS
-from fastlower._twin.fusion import (
+from fastlower.core.loader import hand_over_rules
+from fastlower.core.twin import contract as twin_contract
+from fastlower.core.twin import grouping as twin_grouping
+from fastlower.core.twin import identity as twin_identity
+from fastlower.core.twin.checks import MAX_TAGS
+from fastlower.core.twin.fusion import (
     OP_CALL_FUNCTION, OP_OUTPUT, OP_PLACEHOLDER, OUT_USER, ROLE_PARAMETER, ROLE_USER_INPUT,
     FusionSimulator as TwinSimulator, GraphArrays,
 )

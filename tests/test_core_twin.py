@@ -1,9 +1,9 @@
-"""The C++ core (``fastlower._core``) against its pure-Python twin (``fastlower._twin``).
+"""The C++ core (``fastlower._core``) against its pure-Python twin (``fastlower.core.twin``).
 
 Every planning area runs on the same hypothesis-generated inputs through both
 implementations and the results are compared value by value: ``group_by_tag``,
 ``find_contract_violation``, ``first_difference``, the name allocator and the
-``FusionSimulator`` (driven the way ``fastlower.plan`` drives it: duplicate
+``FusionSimulator`` (driven the way ``fastlower.core.plan`` drives it: duplicate
 shared constants, group, find_cycle, fuse, insert_delegate in single and multi
 order, plus a nested graph whose delegates take debug handles from the top).
 
@@ -25,18 +25,18 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from fastlower import _core_loader, plan as fl_plan
-from fastlower._twin import contract as twin_contract
-from fastlower._twin import grouping as twin_grouping
-from fastlower._twin import identity as twin_identity
-from fastlower._twin import namespace as twin_namespace
-from fastlower._schema import (
+from fastlower.core import loader as _core_loader, plan as fl_plan
+from fastlower.core.twin import contract as twin_contract
+from fastlower.core.twin import grouping as twin_grouping
+from fastlower.core.twin import identity as twin_identity
+from fastlower.core.twin import namespace as twin_namespace
+from fastlower.core.schema import (
     DELEGATES_AFTER_FUSING, DELEGATES_WHILE_FUSING, OWNABLE_ROLES, STAGE_FUSE, STAGE_INSERT,
     STAGE_PROGRAM, STOP_MUTATION_RETURNED, STOP_OWNED_UPDATE_READ, STOP_TAGGED_OUTPUT,
     STOP_VALIDATE, PlanOptions, PlanResult,
 )
-from fastlower._twin import plan as twin_plan
-from fastlower._twin.fusion import (
+from fastlower.core.twin import plan as twin_plan
+from fastlower.core.twin.fusion import (
     OP_CALL_FUNCTION, OP_CALL_METHOD, OP_CALL_MODULE, OP_GET_ATTR, OP_OUTPUT, OP_PLACEHOLDER,
     OUT_BUFFER_MUTATION, OUT_OTHER, OUT_USER, ROLE_BUFFER, ROLE_CONSTANT, ROLE_OTHER,
     ROLE_PARAMETER, ROLE_USER_INPUT, FusionSimulator as TwinSimulator, GraphArrays, PartitionPlan,
@@ -606,7 +606,7 @@ def stop_key(stop):
 
 
 def core_plan(core):
-    """The core's plan_graph, its plain data made a PlanResult (as fastlower.plan does)."""
+    """The core's plan_graph, its plain data made a PlanResult (as fastlower.core.plan does)."""
     return lambda *args: PlanResult.from_core(core.plan_graph(*args))
 
 
@@ -973,7 +973,7 @@ def test_extension_in_use():
 
 
 def test_loader_refuses_a_core_built_for_another_interface(monkeypatch):
-    from fastlower import _core_loader
+    from fastlower.core import loader as _core_loader
 
     class StaleCore:
         __file__ = "/stale/_core.so"
@@ -1000,6 +1000,6 @@ def test_loader_refuses_a_core_built_for_another_interface(monkeypatch):
 
 
 def test_built_core_matches_the_sources_interface(core):
-    from fastlower import _core_loader
+    from fastlower.core import loader as _core_loader
 
     assert core.INTERFACE == _core_loader.CORE_INTERFACE

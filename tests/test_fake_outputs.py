@@ -1,4 +1,4 @@
-"""fastlower.fake_outputs: inside fastlower's lowering steps, a delegate call's fake
+"""fastlower.in_process.fake_outputs: inside fastlower's lowering steps, a delegate call's fake
 outputs are read off its original program and a torchao quantization operator's are
 remembered by its inputs' metadata, instead of re-running them; the ``.pte``,
 debug-handle and delegate maps are ExecuTorch's, and verify mode (both, compared) finds
@@ -10,9 +10,10 @@ from __future__ import annotations
 import pytest
 import torch
 
-from fastlower import fake_outputs, patch
-from fastlower.fake_outputs import compare, delegates, quant_ops
-from fastlower.fake_outputs.scope import Scope
+from fastlower.in_process import fake_outputs
+from fastlower import patch
+from fastlower.in_process.fake_outputs import compare, delegates, quant_ops
+from fastlower.in_process.fake_outputs.scope import Scope
 from tests.edge.models import aten_program, partitioners
 
 DEFAULT = [("executorch_llama-dynamic", "dq+xnnpack"), ("conv", "xnnpack"),

@@ -1,4 +1,4 @@
-"""fastlower.heap_freeze: the heap is frozen for the cyclic collector inside fastlower's
+"""fastlower.in_process.heap_freeze: the heap is frozen for the cyclic collector inside fastlower's
 blocks (each lowering step; every fork of a pool or store child), given back when the
 last block ends, and a caller's own freeze is left as it is."""
 
@@ -7,8 +7,8 @@ from __future__ import annotations
 import gc
 import threading
 
-from fastlower import heap_freeze
-from fastlower.heap_freeze import frozen_heap
+from fastlower.in_process import heap_freeze
+from fastlower.in_process.heap_freeze import frozen_heap
 
 
 class RecordingGc:
@@ -94,7 +94,7 @@ def test_threads_share_the_freeze_and_the_last_to_leave_unfreezes():
 
 
 def test_full_collections_paused_then_the_threshold_is_back():
-    from fastlower.heap_freeze import full_collections_paused
+    from fastlower.in_process.heap_freeze import full_collections_paused
 
     before = gc.get_threshold()
     with full_collections_paused() as paused:
@@ -107,7 +107,7 @@ def test_full_collections_paused_then_the_threshold_is_back():
 
 
 def test_a_threshold_set_inside_the_pause_is_kept_and_zero_is_left_alone(monkeypatch):
-    from fastlower.heap_freeze import full_collections_paused
+    from fastlower.in_process.heap_freeze import full_collections_paused
 
     before = gc.get_threshold()
     try:
@@ -127,7 +127,7 @@ def test_a_threshold_set_inside_the_pause_is_kept_and_zero_is_left_alone(monkeyp
 
 def test_the_edge_stage_runs_with_full_collections_paused(monkeypatch):
     """fastlower's edge stage holds the pause for its retraces and passes."""
-    from fastlower.edge import decompose
+    from fastlower.in_process.edge import decompose
 
     seen = []
 

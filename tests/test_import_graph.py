@@ -11,13 +11,18 @@ module (a package is its ``__init__``). An edge ``a -> b`` is any of:
   the same.
 
 * the implicit import of the target's parent packages: ``import p.m`` (or ``from p.m
-  import x``) runs ``p/__init__`` first, so it is an edge to ``p`` too, unless the
-  importer is inside ``p`` (``p`` is then being imported already; a package whose
-  ``__init__`` re-exports its own modules is no cycle).
+  import x``) runs ``p/__init__`` first, so it is an edge to ``p [as run]`` too, unless
+  the importer is inside ``p`` (``p`` is then being imported already; a package whose
+  ``__init__`` re-exports its own modules is no cycle). ``p [as run]`` is the package's
+  ``__init__`` as it runs: its edges but those under ``if TYPE_CHECKING:``, which
+  declare the names a lazy ``__init__`` (PEP 562) exports, dependencies of whoever
+  imports those names from ``p`` but not of whoever imports a light ``p.m``.
 
-Not counted, on purpose: imports under ``if TYPE_CHECKING:`` (never run);
-``importlib.import_module`` of names computed at run time (user modules,
-``fastlower._core``), which are not fastlower layers.
+* an import under ``if TYPE_CHECKING:``: never run, but a type named across layers is a
+  dependency all the same (kind "type checking").
+
+Not counted, on purpose: ``importlib.import_module`` of names computed at run time (user
+modules, ``fastlower._core``), which are not fastlower layers.
 
 Every cycle fails the test, named module by module with the line of each import,
 except those of ``KNOWN_CYCLES`` (empty; it may not grow past ``MAX_KNOWN``).
@@ -42,7 +47,8 @@ ROOT = _ROOT_IN_TREE if _ROOT_IN_TREE.is_dir() else Path(fastlower.__file__).par
 # "fastlower.cache:to_executorch": a module named for a later import by name
 _BY_NAME = re.compile(rf"^({PACKAGE}(?:\.\w+)*):\w+$")
 
-Edge = Tuple[str, int, str]  # target module, line, "module" / "function" / "by name"
+Edge = Tuple[str, int, str]  # target module, line, "module" / "function" / "by name" / ...
+AS_RUN = " [as run]"  # a package's __init__ as it runs (see the module docstring)
 
 
 def module_name(path: Path, root: Path = ROOT) -> str:
@@ -62,17 +68,22 @@ def _is_type_checking(test: ast.expr) -> bool:
         isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING")
 
 
-def _walk(node: ast.AST, in_function: bool = False) -> Iterator[Tuple[ast.AST, bool]]:
-    """Every node under ``node`` but ``if TYPE_CHECKING:`` bodies, with whether it is
-    inside a function."""
+def _walk(node: ast.AST, kind: str = "module") -> Iterator[Tuple[ast.AST, str]]:
+    """Every node under ``node``, with where it is: "module", "function" (inside a
+    function) or "type checking" (under ``if TYPE_CHECKING:``)."""
     for child in ast.iter_child_nodes(node):
         if isinstance(child, ast.If) and _is_type_checking(child.test):
+            for other in child.body:
+                yield other, "type checking"
+                yield from _walk(other, "type checking")
             for other in child.orelse:
-                yield other, in_function
-                yield from _walk(other, in_function)
+                yield other, kind
+                yield from _walk(other, kind)
             continue
-        inner = in_function or isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef,
-                                                  ast.Lambda))
+        inner = kind
+        if kind == "module" and isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef,
+                                                   ast.Lambda)):
+            inner = "function"
         yield child, inner
         yield from _walk(child, inner)
 
@@ -105,10 +116,9 @@ def imports(name: str, path: Path, known: Set[str]) -> List[Edge]:
                 if name == package or name.startswith(package + "."):
                     break
                 if package in known:
-                    edges.append((package, line, f"{kind}, package __init__"))
+                    edges.append((package + AS_RUN, line, f"{kind}, package __init__"))
 
-    for node, in_function in _walk(tree):
-        kind = "function" if in_function else "module"
+    for node, kind in _walk(tree):
         if isinstance(node, ast.Import):
             for alias in node.names:
                 add(alias.name, node.lineno, kind)
@@ -128,7 +138,11 @@ def import_graph(root: Path = ROOT) -> Dict[str, List[Edge]]:
     """Module -> the fastlower modules it imports (see the module docstring)."""
     mods = modules(root)
     known = set(mods)
-    return {name: imports(name, path, known) for name, path in mods.items()}
+    graph = {name: imports(name, path, known) for name, path in mods.items()}
+    for name, path in mods.items():
+        if path.name == "__init__.py":
+            graph[name + AS_RUN] = [e for e in graph[name] if e[2] != "type checking"]
+    return graph
 
 
 def cycles(graph: Dict[str, List[Edge]]) -> List[List[str]]:
@@ -276,17 +290,41 @@ def test_checker_counts_the_package_init(tmp_path):
         "pkg/mod.py": "from . import other\n", "pkg/other.py": "X = 1\n",
     })
     graph = import_graph(root)
-    assert ("fastlower.pkg", 1, "module, package __init__") in graph["fastlower.b"]
-    assert all(t != "fastlower.pkg" for t, _, _ in graph["fastlower.pkg.mod"])
-    assert cycles(graph) == [["fastlower.b", "fastlower.pkg"]]
+    assert ("fastlower.pkg [as run]", 1, "module, package __init__") in graph["fastlower.b"]
+    assert all(t not in ("fastlower.pkg", "fastlower.pkg [as run]")
+               for t, _, _ in graph["fastlower.pkg.mod"])
+    assert cycles(graph) == [["fastlower.b", "fastlower.pkg [as run]"]]
 
 
-def test_checker_skips_type_checking(tmp_path):
+def test_checker_counts_type_checking(tmp_path):
     root = _package(tmp_path, {
         "__init__.py": "", "a.py": "from .b import y\n",
         "b.py": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from .a import x\n",
     })
-    assert cycles(import_graph(root)) == []
+    graph = import_graph(root)
+    assert ("fastlower.a", 3, "type checking") in graph["fastlower.b"]
+    assert cycles(graph) == [["fastlower.a", "fastlower.b"]]
+
+
+# a lazy __init__ as ``base.lazy.lazy_exports`` makes one: the import is by a computed name
+LAZY_INIT = ("from importlib import import_module\nfrom typing import TYPE_CHECKING\n"
+             "def __getattr__(name):\n    return import_module('.heavy', __name__).f\n"
+             "if TYPE_CHECKING:\n    from .heavy import f\n")
+
+
+@pytest.mark.parametrize("b_text, cycle", [
+    ("from .pkg import light\n", False),  # runs pkg/__init__, which imports nothing
+    ("from .pkg import f\n", True),  # the name pkg/__init__ exports from pkg.heavy
+])
+def test_checker_lazy_package_init(tmp_path, b_text, cycle):
+    """A lazy ``__init__``'s TYPE_CHECKING re-exports are a dependency of whoever imports
+    those names from the package, not of whoever imports a light module of it."""
+    root = _package(tmp_path, {
+        "__init__.py": "", "b.py": b_text, "pkg/__init__.py": LAZY_INIT,
+        "pkg/light.py": "X = 1\n", "pkg/heavy.py": "from .. import b\nf = b\n",
+    })
+    found = cycles(import_graph(root))
+    assert bool(found) == cycle, found
 
 
 # --- the layers, stated directly -------------------------------------------------------
@@ -294,16 +332,18 @@ def test_checker_skips_type_checking(tmp_path):
 def test_report_model_is_plain_data():
     """``report.model`` imports nothing of fastlower but the neutral records."""
     graph = import_graph()
-    assert {t for t, _, _ in graph["fastlower.report.model"]} <= {"fastlower.records"}
-    assert graph["fastlower.records"] == []
+    neutral = {"fastlower.base.records", "fastlower.base" + AS_RUN}
+    assert {t for t, _, _ in graph["fastlower.report.model"]} <= neutral
+    assert {t for t, _, _ in graph["fastlower.base.records"]} <= {"fastlower.base" + AS_RUN}
+    assert graph["fastlower.base" + AS_RUN] == []
 
 
 def test_report_stays_below_the_lowering():
     """No module of ``fastlower.report`` (its ``__init__`` included) reaches the lowering,
     the API, ``patch``, the previews or ExecuTorch's driver, even lazily."""
     graph = import_graph()
-    above = {"fastlower.lowering", "fastlower.api", "fastlower.patch", "fastlower.dispatch",
-             "fastlower.preview", "fastlower.apply", "fastlower.plan", "fastlower.cli"}
+    above = {"fastlower.lowering", "fastlower.patch", "fastlower.in_process.dispatch",
+             "fastlower.frontends", "fastlower.core.plan"}
     for name, edges in graph.items():
         if name == "fastlower.report" or name.startswith("fastlower.report."):
             # a module of ``above`` or of a package it becomes (``lowering/``)
@@ -313,7 +353,7 @@ def test_report_stays_below_the_lowering():
 
 
 def test_partition_key_is_built_once():
-    from fastlower.records import partition_key
+    from fastlower.base.records import partition_key
     from fastlower.report.model import PartitionRecord
 
     assert partition_key("forward", "", "tag0") == "forward/tag0"
@@ -323,6 +363,6 @@ def test_partition_key_is_built_once():
     # the modules that name partitions (the report, its writers, the cache's miss report)
     # join paths only through records
     naming = [*ROOT.joinpath("report").rglob("*.py"), ROOT / "cache" / "report.py",
-              ROOT / "records.py"]
+              ROOT / "base" / "records.py"]
     text = "".join(p.read_text() for p in naming)
     assert text.count('"/".join(') == 1, "a second '/'.join: a partition key built twice?"

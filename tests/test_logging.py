@@ -1,6 +1,6 @@
 """The library logs through ``logging.getLogger("fastlower")`` (children via
 ``__name__``) and never calls ``print``; commands write their output through
-``fastlower.console.out``."""
+``fastlower.frontends.console.out``."""
 
 import ast
 import pathlib

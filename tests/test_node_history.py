@@ -1,4 +1,4 @@
-"""fastlower.node_history: NodeSource shares a node's history inside a block, equal value
+"""fastlower.in_process.node_history: NodeSource shares a node's history inside a block, equal value
 for value to torch's deep copy; torch's code everywhere else."""
 
 import threading
@@ -7,7 +7,7 @@ import pytest
 import torch
 from torch.fx.traceback import NodeSource, NodeSourceAction
 
-from fastlower import node_history
+from fastlower.in_process import node_history
 
 
 @pytest.fixture

@@ -14,8 +14,8 @@ from executorch.exir.dialects._ops import ops as exir_ops
 from executorch.exir.error import InternalError
 
 import fastlower
-import fastlower.state
-from fastlower.edits import find_edits
+import fastlower.base.state
+from fastlower.lowering.edits import find_edits
 from tests.models.partitioners import _spec
 from tests.models.tagging import _bad, _edit_add_alpha, _tag_first_add, build_edited_cat_dim
 
@@ -59,11 +59,11 @@ def test_strict_partitioners_is_per_context():
     seen = []
     with fastlower.strict_partitioners():
         t = threading.Thread(target=lambda: seen.append(
-            fastlower.state.strict_partitioners_enabled()))
+            fastlower.base.state.strict_partitioners_enabled()))
         t.start()
         t.join()
-        assert fastlower.state.strict_partitioners_enabled()
-    assert seen == [False] and not fastlower.state.strict_partitioners_enabled()
+        assert fastlower.base.state.strict_partitioners_enabled()
+    assert seen == [False] and not fastlower.base.state.strict_partitioners_enabled()
 
 
 def test_an_invalid_edit_fails_in_the_partition_verifier_and_leaves_the_input():

@@ -27,7 +27,7 @@ from executorch.exir.program import _program
 import fastlower
 import fastlower.patch as patch
 import fastlower.preprocess as pp
-from fastlower.preview import preview_export
+from fastlower.frontends.preview import preview_export
 from tests.models.partitioners import TargetsPartitioner
 from tests.report.toy import ADD_MUL, AddMulSin, FastlowerToyBackend
 
@@ -37,7 +37,7 @@ TIMEOUT = 60  # seconds per wait: a broken ordering fails, never hangs
 # the module that calls the partitioner, for each implementation
 _CALLERS = {"fastlower.lowering.steps": "fastlower",
             "executorch.exir.backend.backend_api": "reference",
-            "fastlower.preview": "preview"}
+            "fastlower.frontends.preview": "preview"}
 _SERIAL = threading.Lock()  # one lowering at a time
 
 
@@ -371,7 +371,7 @@ def test_lowering_cache_entry_points_are_bound_and_restored():
 def test_reference_validation_switch_reaches_fastlower():
     """ExecuTorch's ``backend_api.validation_disabled()`` (``executorch.export`` uses it)
     is no longer patched: fastlower reads the reference's switch as well as its own."""
-    from fastlower import state
+    from fastlower.base import state
 
     assert state.validation_enabled()
     with backend_api.validation_disabled():
@@ -384,7 +384,7 @@ def test_reference_validation_switch_reaches_fastlower():
 def test_pytest_plugin_check_reference_runs_the_reference_under_install():
     """``lower_benchmark(check_reference=True)`` compares with ExecuTorch's own
     ``to_backend`` even while ``install()`` routes ``backend_api.to_backend`` to fastlower."""
-    from fastlower.pytest_plugin import _check_reference
+    from fastlower.frontends.pytest_plugin import _check_reference
 
     ran: List[str] = []
     program = copy.deepcopy(_EDGE).exported_program()

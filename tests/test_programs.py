@@ -1,4 +1,4 @@
-"""``fastlower.programs``: what fastlower builds without a verifier run would pass
+"""``fastlower.lowering.programs``: what fastlower builds without a verifier run would pass
 it, and lazily generated code is the code an eager ``GraphModule`` generates."""
 
 import copy
@@ -12,7 +12,7 @@ from torch.fx._lazy_graph_module import _LazyGraphModule
 
 import fastlower
 import fastlower.lowering.steps
-from fastlower import programs
+from fastlower.lowering import programs
 from tests.differential import harness as H
 from tests.models.registry import MODEL_CASES
 

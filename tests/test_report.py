@@ -14,7 +14,7 @@ from executorch.exir.dialects._ops import ops as exir_ops
 from executorch.exir.lowered_backend_module import get_lowered_submodules
 
 import fastlower
-from fastlower.spec import MethodProgramsPartitionerSpec
+from fastlower.lowering.spec import MethodProgramsPartitionerSpec
 
 PARTITIONER_SLEEP = 0.2
 BACKEND_SLEEP = 0.05

@@ -1,4 +1,4 @@
-"""The Python schema (``fastlower._schema``) and the C++ core's headers cannot drift.
+"""The Python schema (``fastlower.core.schema``) and the C++ core's headers cannot drift.
 
 Reads the sources in ``csrc/`` (not the built extension), so it runs without a build:
 every constant of ``csrc/schema.hpp`` has the same value in ``_schema`` and the other
@@ -18,10 +18,10 @@ from pathlib import Path
 
 import pytest
 
-from fastlower import _core_loader, _schema
-from fastlower._twin import checks as twin_checks
-from fastlower._twin import contract as twin_contract
-from fastlower._twin import fusion as twin_fusion
+from fastlower.core import loader as _core_loader, schema as _schema
+from fastlower.core.twin import checks as twin_checks
+from fastlower.core.twin import contract as twin_contract
+from fastlower.core.twin import fusion as twin_fusion
 
 CSRC = Path(__file__).resolve().parents[1] / "csrc"
 

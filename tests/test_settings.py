@@ -207,7 +207,7 @@ def test_native_partitioners_switch(monkeypatch):
 
 
 def test_validate_all(monkeypatch):
-    from fastlower import programs
+    from fastlower.lowering import programs
 
     assert programs.VALIDATE_ALL_ENV == settings.VALIDATE_ALL
     monkeypatch.setenv(settings.VALIDATE_ALL, "on")
@@ -215,7 +215,7 @@ def test_validate_all(monkeypatch):
 
 
 def test_force_python_selects_the_twin(monkeypatch):
-    from fastlower import _core_loader
+    from fastlower.core import loader as _core_loader
 
     assert _core_loader.FORCE_PYTHON_ENV == settings.FORCE_PYTHON
     monkeypatch.setenv(settings.FORCE_PYTHON, "true")
@@ -225,7 +225,7 @@ def test_force_python_selects_the_twin(monkeypatch):
 def test_cli_cache_folder(monkeypatch, tmp_path):
     import platformdirs
 
-    from fastlower import cli
+    from fastlower.frontends import cli
 
     assert cli.default_cache_dir() == platformdirs.user_cache_dir("fastlower")
     monkeypatch.setenv(settings.CACHE_DIR, f" {tmp_path} ")

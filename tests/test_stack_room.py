@@ -1,4 +1,4 @@
-"""fastlower.stack_room: a call with room on the frame stack never maps a stack chunk per
+"""fastlower.in_process.stack_room: a call with room on the frame stack never maps a stack chunk per
 call in its loops (python/cpython#142183), and behaves as the plain call otherwise."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import threading
 
 import pytest
 
-from fastlower.stack_room import stack_room, with_stack_room
+from fastlower.in_process.stack_room import stack_room, with_stack_room
 from tests.stack_probe import CALLS, plain, worst_depth
 
 

@@ -55,7 +55,7 @@ def test_differential_suite_errors_out(broken_fastlower):
 
 @pytest.mark.slow
 def test_differential_suite_compares_the_reference_only_when_asked():
-    """(Its test cases build their programs with ``fastlower.examples``: this one runs
+    """(Its test cases build their programs with ``fastlower.frontends.examples``: this one runs
     with fastlower importable.)"""
     done = _pytest(None, "--collect-only", "tests/differential/test_chained.py", reference=True)
     out = done.stdout + done.stderr

@@ -12,7 +12,7 @@ import pytest
 import torch
 
 import fastlower
-from fastlower import encode, plan
+from fastlower.core import encode, plan
 from fastlower.errors import GraphModifiedError
 from tests.report.toy import add_mul_partitioner, add_mul_sin_program
 

@@ -1,5 +1,5 @@
-"""``python -m fastlower``: the ``fastlower`` command line (see ``fastlower.cli``)."""
+"""``python -m fastlower``: the ``fastlower`` command line (see ``fastlower.frontends.cli``)."""
 
-from .cli import main
+from .frontends.cli import main
 
 raise SystemExit(main())

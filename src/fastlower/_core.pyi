@@ -1,15 +1,15 @@
 """Types of the native core ``fastlower._core`` (csrc/, pybind11), interface 11.
 
-Each function and class has a pure-Python twin in ``fastlower._twin`` with the same
+Each function and class has a pure-Python twin in ``fastlower.core.twin`` with the same
 signature and results; the integer arrays are node ids, op codes and tag ids of the
-flat encoding (``fastlower.encode``). Generated with pybind11-stubgen, then typed by hand
+flat encoding (``fastlower.core.encode``). Generated with pybind11-stubgen, then typed by hand
 after the twins; keep in step with ``csrc/bind_*.cpp`` (``CORE_INTERFACE``).
 """
 
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any, ClassVar, TypeVar, overload
 
-from fastlower._schema import GraphArrays, PartitionPlan, PlanOptions, Simulator
+from fastlower.core.schema import GraphArrays, PartitionPlan, PlanOptions, Simulator
 
 _T = TypeVar("_T", covariant=True)
 
@@ -42,9 +42,9 @@ def first_difference(op_a: Sequence[int], target_a: Sequence[int], off_a: Sequen
 # -- names ----------------------------------------------------------------------------------
 
 def set_name_rules(illegal_names: Iterable[str]) -> None:
-    """Install torch.fx's illegal node names (``fastlower._name_rules.ILLEGAL_NAMES``).
+    """Install torch.fx's illegal node names (``fastlower.core.name_rules.ILLEGAL_NAMES``).
 
-    ``fastlower._core_loader.load_core()`` calls it before handing out the core; the name
+    ``fastlower.core.loader.load_core()`` calls it before handing out the core; the name
     functions below and ``FusionSimulator`` raise ``RuntimeError`` until it has run.
     """
 
@@ -52,7 +52,7 @@ def snake_case(s: str) -> str:
     """torch.fx.graph._snake_case"""
 
 class Namespace:
-    """Same allocation as fastlower._twin.namespace.Namespace."""
+    """Same allocation as fastlower.core.twin.namespace.Namespace."""
 
     def __init__(self, names_in_order: Iterable[str] = ()) -> None: ...
     def create(self, candidate: str) -> str: ...
@@ -79,23 +79,23 @@ def propose_group_partitions(
 # -- fusion ---------------------------------------------------------------------------------
 
 def register_types(partition_plan: type[PartitionPlan]) -> None:
-    """The dataclass FusionSimulator's partitions are made of (fastlower._schema's
-    PartitionPlan); fastlower._core_loader registers it on load."""
+    """The dataclass FusionSimulator's partitions are made of (fastlower.core.schema's
+    PartitionPlan); fastlower.core.loader registers it on load."""
 
 def plan_graph(arrays: GraphArrays, tag_names: Sequence[str], options: PlanOptions,
                ) -> tuple[dict[str, Any], dict[str, Any] | None, dict[str, Any] | None]:
     """Plan one graph in one call (constant duplication, then every tag's fusion, each
     delegate inserted when options.delegate_insertion is DELEGATES_WHILE_FUSING, else those
     of options.delegate_order after fusing), up to the first broken rule. Plain data out:
-    (graph, stop, insert_stop), the fields of fastlower._schema's PlannedGraph (partitions
+    (graph, stop, insert_stop), the fields of fastlower.core.schema's PlannedGraph (partitions
     as dicts of PartitionPlan's fields) and RuleStop (or None);
-    ``fastlower._schema.PlanResult.from_core`` makes them the PlanResult that
-    fastlower._twin.plan.plan_graph returns."""
+    ``fastlower.core.schema.PlanResult.from_core`` makes them the PlanResult that
+    fastlower.core.twin.plan.plan_graph returns."""
 
 class _NodeView(Sequence[_T]):
     """Live read-only per-node attribute of a FusionSimulator (indexes like a list).
 
-    Typed as a ``Sequence`` so that it meets ``fastlower._schema.Simulator``; at run time
+    Typed as a ``Sequence`` so that it meets ``fastlower.core.schema.Simulator``; at run time
     it is not registered as one (no ``index``/``count``; ``isinstance`` says no).
     """
 
@@ -113,7 +113,7 @@ class _NodeView(Sequence[_T]):
 
 class FusionSimulator:
     """Replays the reference's fusion edits on integer arrays, step by step; same interface
-    and results as fastlower._twin.fusion.FusionSimulator. For the differential tests and
+    and results as fastlower.core.twin.fusion.FusionSimulator. For the differential tests and
     the fuzz harness: the lowering only calls ``plan_graph``."""
 
     def __init__(self, g: GraphArrays, tag_names: Sequence[str], is_submodule: bool,

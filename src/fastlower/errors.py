@@ -36,11 +36,12 @@ class FastlowerError(Exception):
 
 class UnsupportedVersionError(FastlowerError, RuntimeError):
     """The installed torch or ExecuTorch is outside the releases fastlower is tested with
-    (:mod:`fastlower.compat`)."""
+    (:mod:`fastlower.base.compat`)."""
 
 
 class _NodeEdit(Protocol):
-    """What an error reads of a partitioner's edit (``fastlower.edits``): its node's name."""
+    """What an error reads of a partitioner's edit (``fastlower.lowering.edits``): its
+    node's name."""
 
     @property
     def node(self) -> str: ...

@@ -30,7 +30,7 @@ from typing import Any, Callable, Dict, Iterator
 
 # the machinery and the public names that need no implementation live in dispatch
 # (which fastlower.cache uses without importing this module, which names it)
-from .dispatch import (  # noqa: F401
+from .in_process.dispatch import (  # noqa: F401
     ENTRY_POINTS, EntryPoint, Routes, implementation, is_installed, reference, reference_of,
     routed, set_process_routes,
 )
@@ -42,10 +42,11 @@ __all__ = ["ENTRY_POINTS", "EntryPoint", "IMPLEMENTATIONS", "fastlower_implement
 # fastlower's implementation of each entry point of ENTRY_POINTS, as "module:attribute"
 # (imported on first use)
 IMPLEMENTATIONS: Dict[str, str] = {
-    "to_backend": "fastlower.api:to_backend",
+    "to_backend": "fastlower.lowering.api:to_backend",
     "to_edge_transform_and_lower": "fastlower.cache:to_edge_transform_and_lower",
     "to_executorch": "fastlower.cache:to_executorch",
-    "_gen_edge_manager_for_partitioners": "fastlower.edge.stage:gen_edge_manager_for_partitioners",
+    "_gen_edge_manager_for_partitioners":
+        "fastlower.in_process.edge.stage:gen_edge_manager_for_partitioners",
 }
 
 

@@ -9,7 +9,7 @@ The rule, the same for every variable:
 * **Read at call time.** Each accessor reads ``os.environ`` when it is called, so a
   change (``monkeypatch.setenv`` in a test, ``os.environ[...] = ...`` in a script)
   holds from the next call on. The one value read once per process is the choice
-  of planning core (``FASTLOWER_FORCE_PYTHON``), taken when ``fastlower.plan`` is
+  of planning core (``FASTLOWER_FORCE_PYTHON``), taken when ``fastlower.core.plan`` is
   first imported.
 * **Unset or blank is "not set".** The value is stripped of surrounding whitespace;
   an empty value means the same as an unset variable: the documented default.

@@ -1,7 +1,7 @@
 """Values chosen to break a shortcut's premise, set on an exported program's constants.
 
 A mutation is ``"NAME:KIND"``: NAME is a constant of the program as
-``fastlower.refit.provenance.flat_constants`` names it (a torchao tensor's inner
+``fastlower.cache.refit.provenance.flat_constants`` names it (a torchao tensor's inner
 tensors as ``name.attr``), KIND one of :data:`KINDS`, ``=NUMBER`` (every element) or
 ``@OTHER`` (a copy of the constant OTHER). :func:`apply` sets them in
 place; :func:`draw` picks a seeded set for the fuzzer, weighted towards what broke
@@ -96,7 +96,7 @@ _WEIGHTS = {"zero": 6, "negzero": 2, "ones": 2, "uniform": 3, "literal": 4, "equ
 
 
 def constants_of(program) -> Dict[str, torch.Tensor]:
-    from fastlower.refit.provenance import flat_constants
+    from fastlower.cache.refit.provenance import flat_constants
 
     return flat_constants(program)
 

@@ -19,7 +19,7 @@ from typing import Callable, Dict, List, NamedTuple, Optional, Tuple
 
 from fastlower.cache import entry
 from fastlower.preprocess import cache as preprocess_cache
-from fastlower.trust.seal import SIZE as MAC_SIZE
+from fastlower.cache.trust.seal import SIZE as MAC_SIZE
 
 SECTIONS = ("stamp length", "info length", "program length", "storage count",
             "storage length", "bytes count", "bytes length")

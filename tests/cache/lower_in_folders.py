@@ -22,7 +22,7 @@ def main(spec_path: Path) -> None:
     import fastlower.cache
     import fastlower.preprocess
     from fastlower import settings
-    from fastlower.shared import tier
+    from fastlower.cache.shared import tier
     from tests.cache.helpers import base_args, small_aten
 
     results = []

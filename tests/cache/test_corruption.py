@@ -25,7 +25,7 @@ import pytest
 
 import fastlower.cache
 from fastlower.cache import entry
-from fastlower.shared import client as shared_client
+from fastlower.cache.shared import client as shared_client
 
 from . import damage, lower_once
 from .helpers import base_args, cache_at, lower, small_aten

@@ -24,8 +24,8 @@ import fastlower.preprocess
 from fastlower.cache import access, entry, manifest
 from fastlower.cache.store import LoweringStore
 from fastlower.preprocess import cache as preprocess_cache
-from fastlower.shared import client as shared_client
-from fastlower.shared import tier
+from fastlower.cache.shared import client as shared_client
+from fastlower.cache.shared import tier
 
 from . import damage
 from .helpers import base_args, cache_at, lower, small_aten
@@ -197,8 +197,8 @@ def test_a_bad_preprocess_entry_is_a_miss(how, filled, tmp_path, monkeypatch):
 
 @pytest.mark.parametrize("how", ["huge stamp length", "bytes flipped", "emptied"])
 def test_a_bad_structure_template_is_a_miss(how, tmp_path):
-    """A structure template (``fastlower.structure``, stored as plain data)."""
-    from fastlower.structure.classes import CACHE_PURPOSE
+    """A structure template (``fastlower.preprocess.structure``, stored as plain data)."""
+    from fastlower.preprocess.structure.classes import CACHE_PURPOSE
 
     folder = tmp_path / "cache"
     cache = preprocess_cache.PreprocessCache(folder, 1 << 30)

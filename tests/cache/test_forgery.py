@@ -27,7 +27,7 @@ import pytest
 
 from fastlower.cache import entry
 from fastlower.preprocess import cache as preprocess_cache
-from fastlower.trust import seal as seal_module
+from fastlower.cache.trust import seal as seal_module
 
 from . import lower_once
 from .damage import read_value, write_value  # a row of either kind: rowid, filename, value

@@ -15,7 +15,7 @@ import warnings
 import pytest
 
 from fastlower.cache import entry
-from fastlower.trust.seal import Seal
+from fastlower.cache.trust.seal import Seal
 from tests.differential import harness as H
 from tests.models.registry import MODEL_CASES
 

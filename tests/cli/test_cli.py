@@ -14,7 +14,7 @@ import pytest
 import torch
 
 import fastlower
-from fastlower import cli
+from fastlower.frontends import cli
 from fastlower.report import json as report_json
 
 TOY = "tests.report.toy:AddMulPartitioner"
@@ -37,7 +37,7 @@ def files(tmp_path_factory):
     folder = tmp_path_factory.mktemp("cli")
     small = folder / "small.pt2"
     torch.export.save(torch.export.export(SmallNet().eval(), (torch.randn(4, 16),)), small)
-    from fastlower.examples.llama import export_aten
+    from fastlower.frontends.examples.llama import export_aten
 
     _, aten, _ = export_aten(1)
     llama = folder / "llama1.pt2"
@@ -243,7 +243,7 @@ def test_cache_info_is_fast_silent_and_human(tmp_path):
     with diskcache.Cache(str(folder), size_limit=2 * 1024 ** 3) as cache:
         cache.set("a", b"x" * 40000)
         cache.set("lowering:c", b"z" * 100, tag="lowering")
-    probe = ("import sys, fastlower.cli as c; code = c.main(sys.argv[1:]); "
+    probe = ("import sys, fastlower.frontends.cli as c; code = c.main(sys.argv[1:]); "
              "print('torch imported' if 'torch' in sys.modules else 'no torch'); "
              "sys.exit(code)")
     result = subprocess.run([sys.executable, "-c", probe, "cache", "info", "--only",
@@ -354,8 +354,8 @@ def test_verbose_lowering_says_each_phase_and_its_time(files, tmp_path, capsys, 
 def test_phase_lines_are_shown_only_while_asked(capsys):
     import logging
 
-    from fastlower import phases
-    from fastlower.console import phase_lines
+    from fastlower.base import phases
+    from fastlower.frontends.console import phase_lines
 
     with phase_lines(True), phases.edge_stage("to_edge_transform_and_lower"):
         phases.edge_stage_done()
@@ -365,4 +365,4 @@ def test_phase_lines_are_shown_only_while_asked(capsys):
     with phase_lines(False), phases.phase("to_executorch"):
         pass
     assert capsys.readouterr().err == ""
-    assert logging.getLogger("fastlower.phases").handlers == []
+    assert logging.getLogger("fastlower.base.phases").handlers == []

@@ -22,8 +22,8 @@ import pytest
 import torch
 from torch.utils import _pytree as pytree
 
-from fastlower import cli
-from fastlower.loading import ProgramLoadError, load, standins
+from fastlower.frontends import cli
+from fastlower.base.loading import ProgramLoadError, load, standins
 
 REPO = Path(__file__).resolve().parents[2]
 EXPORTER = Path(__file__).with_name("exporter.py")
@@ -34,7 +34,8 @@ REPLACED = {"gpt2": None, "llama": None, "namedtuple_input": "__main__.Pair",
             "dataclass_output": "__main__.Result", "nested_dict_output": None}
 #: the CLI with transformers not importable, as where it is not installed
 WITHOUT_TRANSFORMERS = ("import sys; sys.modules['transformers'] = None; "
-                        "from fastlower.cli import main; raise SystemExit(main(sys.argv[1:]))")
+                        "from fastlower.frontends.cli import main; "
+                        "raise SystemExit(main(sys.argv[1:]))")
 
 pytest.importorskip("transformers")
 
@@ -198,7 +199,7 @@ def test_a_stand_in_dumps_its_saved_spec_unchanged(context, keys, kind):
 
 
 def test_failures_that_name_a_type_say_what_to_do(tmp_path):
-    from fastlower.loading import _load_failure
+    from fastlower.base.loading import _load_failure
 
     message = _load_failure("m.pt2", tmp_path / "m.pt2",
                             NotImplementedError("Deserializing mypkg.Thing in pytree is not "

@@ -18,7 +18,7 @@ import jsonschema
 import pytest
 
 from fastlower.report import json as report_json
-from fastlower.script_runner import numbered
+from fastlower.frontends.script_runner import numbered
 from tests.stack_probe import CALLS
 
 REPO = Path(__file__).resolve().parents[2]
@@ -94,7 +94,7 @@ def test_run_module_raising_is_python_m(tmp_path):
                                 "fastlower run: the script made no lowering: no report written\n")
     for done in (direct, ours):
         assert 'run_script.py", line' in done.stderr
-    assert "fastlower/script_runner.py" not in ours.stderr and "runpy" not in ours.stderr
+    assert "fastlower/frontends/script_runner.py" not in ours.stderr and "runpy" not in ours.stderr
     seen = [json.loads((tmp_path / d / "seen.json").read_text()) for d in ("direct", "ours")]
     for record, folder in zip(seen, ("direct", "ours")):
         assert record.pop("path0") == str(tmp_path / folder)  # python -m: the current folder
@@ -115,7 +115,7 @@ def test_run_exit_codes_and_bad_input(tmp_path):
 
 def test_run_gives_the_script_room_on_the_frame_stack(tmp_path):
     """Under ``fastlower run`` no loop of the script maps a CPython stack chunk per call,
-    at any depth (python/cpython#142183; ``fastlower.stack_room``), where under plain
+    at any depth (python/cpython#142183; ``fastlower.in_process.stack_room``), where under plain
     ``python`` one does on this interpreter (else skip: nothing to compare)."""
     script = REPO / "tests" / "stack_probe.py"
     direct = _python(tmp_path / "direct", script, "worst.txt")

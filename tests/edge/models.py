@@ -33,7 +33,7 @@ def aten_program(family: str, n_layers: int = 2) -> torch.export.ExportedProgram
         torch.manual_seed(0)
         with torch.no_grad():
             return torch.export.export(ConvNet().eval(), (torch.randn(1, 3, 16, 16),))
-    from fastlower.examples.user_models import MODELS
+    from fastlower.frontends.examples.user_models import MODELS
 
     name, _, dynamic = family.partition("-")
     torch.manual_seed(0)

@@ -6,7 +6,7 @@ original's symbolic-shape state, and a second run on it names intermediate nodes
 ``from_node`` differently, reference or not) and lowers them with ExecuTorch's
 ``to_edge_transform_and_lower``,
 once as it is and once with its ``_gen_edge_manager_for_partitioners`` routed to
-fastlower's, in ``skip`` mode: the edge programs must agree (``fastlower.edge.verify``),
+fastlower's, in ``skip`` mode: the edge programs must agree (``fastlower.in_process.edge.verify``),
 then the lowered programs (``fastlower.cache.compare``), then the ``.pte`` bytes and the
 emitter's debug-handle and delegate maps.
 """
@@ -20,7 +20,7 @@ import torch
 
 from fastlower import patch
 from fastlower.cache import compare
-from fastlower.edge import decompose, stage, verify
+from fastlower.in_process.edge import decompose, stage, verify
 from tests.edge.models import FAMILIES, SETUPS, aten_program, partitioners
 
 
@@ -101,7 +101,7 @@ def test_all_mode_runs_every_retrace(monkeypatch):
 
 def test_fastlower_to_edge_transform_and_lower_runs_it(monkeypatch):
     # the user's path: fastlower's to_edge_transform_and_lower (no cache folder) routes
-    # the edge stage to fastlower.edge, and the .pte is the reference's
+    # the edge stage to fastlower.in_process.edge, and the .pte is the reference's
     from executorch.exir import to_edge_transform_and_lower
 
     monkeypatch.setenv("FASTLOWER_EDGE_RETRACES", "skip")

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import torch
 
-from fastlower.edge.noop_retrace import why_not_skipped
-from fastlower.edge.retrace_meta import rewrite_as_retraced
+from fastlower.in_process.edge.noop_retrace import why_not_skipped
+from fastlower.in_process.edge.retrace_meta import rewrite_as_retraced
 
 
 class _Small(torch.nn.Module):

@@ -17,7 +17,7 @@ from executorch.exir.backend.test.backend_with_delegate_mapping_demo import (
 )
 from executorch.exir.dialects._ops import ops as exir_ops
 
-from fastlower.examples.llama import build_llama, example_inputs as llama_inputs
+from fastlower.frontends.examples.llama import build_llama, example_inputs as llama_inputs
 from tests.models.base import (
     Built, _single,
 )
@@ -29,7 +29,7 @@ _LINEAR = (torch.ops.aten.linear.default,)
 
 
 def build_llama_case(n_layers: int, preserve_linear: bool = True) -> Built:
-    """Same programs as fastlower.examples.llama.export_llama."""
+    """Same programs as fastlower.frontends.examples.llama.export_llama."""
     model = build_llama(n_layers)
     return _single(
         model,

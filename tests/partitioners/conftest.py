@@ -8,8 +8,8 @@ import pytest
 from executorch.exir.backend.canonical_partitioners.group_partitioner import GroupBasedPartitioner
 from torch.fx.passes.infra.partitioner import CapabilityBasedPartitioner
 
-from fastlower._core_loader import load_core
-from fastlower._twin import partition_proposals as twin
+from fastlower.core.loader import load_core
+from fastlower.core.twin import partition_proposals as twin
 from fastlower.partitioners import native, reference
 
 from .random_graphs import NamesSupport, RandomCase

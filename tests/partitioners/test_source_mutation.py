@@ -16,7 +16,7 @@ from torch.fx.passes.utils import source_matcher_utils
 
 import fastlower
 import fastlower.partitioners as fp
-from fastlower import _core_loader
+from fastlower.core import loader as _core_loader
 from fastlower.partitioners import source_partitions as sp
 from tests.differential import harness as H
 
@@ -179,7 +179,7 @@ def test_core_watch_against_its_twin(seed):
     core = _core_loader.load_core()
     if core is None:
         pytest.skip("fastlower._core is not available")
-    from fastlower._twin.meta_watch import MetaWatch as TwinWatch
+    from fastlower.core.twin.meta_watch import MetaWatch as TwinWatch
 
     rng = random.Random(900 + seed)
     gm = random_source_graph(rng, 60)
@@ -196,7 +196,7 @@ def test_core_watch_against_its_twin(seed):
     {"source_fn_stack": "x"}, {"source_fn_stack": [["f", "relu"]]}, {"torch_fn": ["f", "a.b"]},
     {"nn_module_stack": {"k": ["f", "c"]}}, {"nn_module_stack": [("f", "c")]}])
 def test_both_watches_decline_what_they_cannot_follow(meta):
-    from fastlower._twin.meta_watch import MetaWatch as TwinWatch
+    from fastlower.core.twin.meta_watch import MetaWatch as TwinWatch
 
     with pytest.raises(ValueError):
         TwinWatch([{}, meta])

@@ -167,7 +167,7 @@ def test_non_callable_target_falls_back_to_the_references_error(spy):
 @pytest.mark.parametrize("variant", ["capability", "group"])
 def test_core_rejects_malformed_arrays(core, variant):
     """Every entry point validates its arrays: a Python exception, never a crash."""
-    from fastlower._twin import partition_proposals as twin
+    from fastlower.core.twin import partition_proposals as twin
 
     good = dict(users_offsets=[0, 1, 1], users=[1], is_getitem=[False, False],
                 supported=[True, True], compute_weight=[1, 1])
@@ -226,7 +226,7 @@ def test_getitem_pass_that_never_converges_raises():
 
 
 def _twin_capability(part):
-    from fastlower._twin import partition_proposals as twin
+    from fastlower.core.twin import partition_proposals as twin
 
     graph = native._encode(part)
     return twin.propose_capability_partitions(graph.users_offsets, graph.users, graph.is_getitem,

@@ -15,7 +15,7 @@ from executorch.exir.backend.partitioner import Partitioner
 
 import fastlower
 import fastlower.partitioners as fp
-from fastlower.examples.llama import edge_llama
+from fastlower.frontends.examples.llama import edge_llama
 from fastlower.partitioners import native
 from tests.differential import harness as H
 from tests.models.basic import build_llama_case
@@ -131,7 +131,7 @@ def test_patch_installed_uses_native_partitioners(native_calls):
 
 
 # ----------------------------------------------------------------------------- user models
-# Programs as users make them (fastlower.examples.user_models): ExecuTorch's own llama
+# Programs as users make them (fastlower.frontends.examples.user_models): ExecuTorch's own llama
 # Transformer and Hugging Face decoders, through plain to_edge (linear decomposed into
 # permute + addmm, so XNNPACK's GEMM configs use get_source_partitions) and through
 # to_edge_transform_and_lower's partitioning step.
@@ -143,7 +143,7 @@ _USER_MODELS = ["executorch_llama", "hf_llama", "hf_gpt2"]
 @pytest.mark.parametrize("n_layers", [1, 2, pytest.param(4, marks=pytest.mark.slow)])
 def test_user_model_tags_plain_to_edge(name, n_layers, native_calls):
     pytest.importorskip("transformers")
-    from fastlower.examples.user_models import edge_program
+    from fastlower.frontends.examples.user_models import edge_program
 
     program = edge_program(name, n_layers)
     assert _same_tags(XnnpackPartitioner(), program) >= n_layers
@@ -159,7 +159,7 @@ def test_user_model_tags_transform_and_lower_path(name, native_calls):
     pytest.importorskip("transformers")
     from executorch.exir import to_edge_transform_and_lower
 
-    from fastlower.examples.user_models import aten_program
+    from fastlower.frontends.examples.user_models import aten_program
 
     class Partitioned(Exception):
         """Stops the lowering once the tags are known (no backend preprocess)."""
@@ -182,7 +182,7 @@ def test_user_model_tags_transform_and_lower_path(name, native_calls):
 def test_vulkan_tags_plain_to_edge():
     """VulkanPartitioner (torch.fx's CapabilityBasedPartitioner underneath)."""
     vulkan = pytest.importorskip("executorch.backends.vulkan.partitioner.vulkan_partitioner")
-    from fastlower.examples.user_models import edge_program
+    from fastlower.frontends.examples.user_models import edge_program
 
     program = edge_program("executorch_llama", 1)
     assert _same_tags(vulkan.VulkanPartitioner(), program) >= 1
@@ -192,7 +192,7 @@ def test_coreml_tags_plain_to_edge(native_calls):
     """CoreMLPartitioner (torch.fx's CapabilityBasedPartitioner underneath, one partition
     per connected supported region)."""
     coreml = pytest.importorskip("executorch.backends.apple.coreml.partition")
-    from fastlower.examples.user_models import edge_program
+    from fastlower.frontends.examples.user_models import edge_program
 
     program = edge_program("executorch_llama", 2)
     assert _same_tags(coreml.CoreMLPartitioner(), program) >= 1

@@ -19,7 +19,7 @@ import torch
 
 
 def _decoder():
-    from fastlower.examples.llama import build_llama, example_inputs
+    from fastlower.frontends.examples.llama import build_llama, example_inputs
 
     model = build_llama(2)
     return model, example_inputs(model.cfg)

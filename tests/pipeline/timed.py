@@ -7,7 +7,7 @@ wraps, before the target is imported, ExecuTorch's ``to_edge_transform_and_lower
 the times (and, when fastlower did the lowering, its cache hits) to ``OUT.json``,
 with the process's minor page faults at each call's start and end (a phase that
 maps a CPython stack chunk per call shows as ~a million of them: see
-``fastlower.stack_room``).
+``fastlower.in_process.stack_room``).
 Whatever implementation is bound when the wrappers are made is the one timed, so
 the same runner times the reference (plain ``python``) and fastlower (``fastlower
 run -m tests.pipeline.timed ...``, which installs fastlower first).
@@ -94,7 +94,7 @@ def _record_lowering_cache() -> None:
 def _record_fake_outputs(name: str) -> None:
     """The call's outer block's counts of fake outputs known without a run (fastlower):
     [name, delegate calls reused, run, quantization operator calls reused, run]."""
-    module = sys.modules.get("fastlower.fake_outputs")
+    module = sys.modules.get("fastlower.in_process.fake_outputs")
     if module is not None:
         last = module.LAST
         TIMES.setdefault("fake_outputs", []).append(

@@ -61,7 +61,7 @@ def test_lowering_time(lower_benchmark):
 
 def test_the_entry_point_names_the_plugin():
     names = {ep.name: ep.value for ep in entry_points(group="pytest11")}
-    assert names.get("fastlower") == "fastlower.pytest_plugin"
+    assert names.get("fastlower") == "fastlower.frontends.pytest_plugin"
 
 
 @pytest.fixture(autouse=True)

@@ -18,7 +18,7 @@ from .helpers import (
 def _pte(**opts) -> bytes:
     from executorch.backends.xnnpack.partition.xnnpack_partitioner import XnnpackPartitioner
 
-    from fastlower.examples.llama import export_llama
+    from fastlower.frontends.examples.llama import export_llama
     from fastlower.patch import installed
 
     manager, _ = export_llama(1)

@@ -7,7 +7,7 @@ from executorch.exir.backend.compile_spec_schema import CompileSpec
 
 import fastlower
 import fastlower.preprocess as pp
-from fastlower.spec import MethodProgramsPartitionerSpec
+from fastlower.lowering.spec import MethodProgramsPartitionerSpec
 
 from .helpers import (
     LinearPartitioner, PreprocessTestMultimethodBackend, child_processes, new_children, delegates,

@@ -1,4 +1,4 @@
-"""fastlower.preprocess.xnnpack_patterns: inside fastlower's lowering steps, XNNPACK's
+"""fastlower.in_process.xnnpack_patterns: inside fastlower's lowering steps, XNNPACK's
 ``ConvertToUpsampleBilinear2d`` and ``ConvertToSDPAPass`` do not build their patterns
 for a graph without their operator (no pattern can match it), and give the same graph;
 a graph with it runs ExecuTorch's method. The premise is checked against ExecuTorch's
@@ -13,7 +13,7 @@ import pytest
 import torch
 
 from fastlower import patch
-from fastlower.preprocess import xnnpack_patterns
+from fastlower.in_process import xnnpack_patterns
 
 PATTERNS = {  # pass -> (module of its patterns, the function building them)
     "ConvertToUpsampleBilinear2d": ("executorch.backends.xnnpack.partition.graphs.bilinear_2d",

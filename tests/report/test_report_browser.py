@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from PIL import Image
 
-from fastlower.preview import preview
+from fastlower.frontends.preview import preview
 from fastlower.report import LoweringReport, NodeRecord, PartitionRecord, html
 
 CHROMIUM = next((shutil.which(n) for n in ("chromium", "chromium-browser", "google-chrome")
@@ -56,7 +56,7 @@ def llama_report():
     """The XNNPACK partitioner's preview of the bundled 1-layer decoder (no preprocess)."""
     from executorch.backends.xnnpack.partition.xnnpack_partitioner import XnnpackPartitioner
 
-    from fastlower.examples.llama import edge_llama
+    from fastlower.frontends.examples.llama import edge_llama
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")

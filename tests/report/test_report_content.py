@@ -13,11 +13,11 @@ import torch
 from executorch.exir.lowered_backend_module import get_lowered_submodules
 
 import fastlower
-from fastlower.preview import preview
+from fastlower.frontends.preview import preview
 from fastlower.report import build_report, explorer, html
 from fastlower.report import json as report_json
 from fastlower.report import text
-from fastlower.spec import MethodProgramsPartitionerSpec
+from fastlower.lowering.spec import MethodProgramsPartitionerSpec
 from tests.models.partitioners import TargetsPartitioner
 from tests.report.toy import (
     ADD_MUL, FastlowerToyBackend, add_mul_partitioner, add_mul_sin_program, cond_program,

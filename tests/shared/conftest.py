@@ -6,7 +6,7 @@ from typing import Iterator
 
 import pytest
 
-from fastlower.shared import tier
+from fastlower.cache.shared import tier
 
 from .servers import CREDENTIALS, MotoServer
 

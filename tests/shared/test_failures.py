@@ -18,10 +18,10 @@ from typing import List, Optional, Tuple
 
 import pytest
 
-import fastlower.shared
+import fastlower.cache.shared
 from fastlower.preprocess import CacheWarning
-from fastlower.shared import upload
-from fastlower.shared.client import object_name
+from fastlower.cache.shared import upload
+from fastlower.cache.shared.client import object_name
 from tests.cache import helpers, lower_once
 
 from .servers import CuttingProxy, MotoServer, SilentServer
@@ -33,7 +33,7 @@ def lower(local: Path, url: str, key_file: Optional[Path] = None, change: Option
     with warnings.catch_warnings(record=True) as seen:
         warnings.simplefilter("always")
         with helpers.cache_at(local, cache_key_file=key_file), \
-                fastlower.shared.options(url=url, **shared):
+                fastlower.cache.shared.options(url=url, **shared):
             manager, report = helpers.lower(helpers.small_aten(change), **helpers.base_args())
             pte = bytes(manager.to_executorch().buffer)
             assert upload.drain(60)

@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-import fastlower.shared
+import fastlower.cache.shared
 from fastlower import settings as env
-from fastlower.cli import main
-from fastlower.shared.configuration import SharedStoreSettingsError, parse_url, resolve
+from fastlower.frontends.cli import main
+from fastlower.cache.shared.configuration import SharedStoreSettingsError, parse_url, resolve
 from tests.cache import lower_once
 
 from .test_failures import lower
@@ -86,7 +86,7 @@ def test_cache_push_pull_and_info(tmp_path, capsys):
     status, key_b, pte_b, told = lower(tmp_path / "b", "")  # the local folder alone
     assert (status, key_b, pte_b, told) == ("hit", key, pte, [])
     lower(tmp_path / "c", url)  # a run through the store: its counts are recorded at exit
-    fastlower.shared.stats.save_all()
+    fastlower.cache.shared.stats.save_all()
     assert main(["cache", "info", "--cache-dir", str(tmp_path / "c"), "--shared-cache", url]) == 0
     shown = capsys.readouterr().out
     assert f"shared cache: {url}: 1 lowering entries (+1 structure records)" in shown, shown
@@ -123,9 +123,9 @@ def test_settings_from_options_and_environment(monkeypatch, tmp_path):
     monkeypatch.setenv(env.SHARED_CACHE_TIMEOUT, "7")
     found = resolve()
     assert found is not None and found.location.root == str(tmp_path) and found.timeout == 7
-    with fastlower.shared.options(url=""):
+    with fastlower.cache.shared.options(url=""):
         assert resolve() is None  # the option wins: '' turns the store off
-    with fastlower.shared.options(url="s3://b/p", endpoint="http://127.0.0.1:1", timeout=2):
+    with fastlower.cache.shared.options(url="s3://b/p", endpoint="http://127.0.0.1:1", timeout=2):
         found = resolve()
         assert (found.location.endpoint, found.timeout) == ("http://127.0.0.1:1", 2)
     monkeypatch.setenv(env.SHARED_CACHE_TIMEOUT, "0")

@@ -33,7 +33,7 @@ def aten_program(family: str, qmode: str, n_layers: int = 3, seed: int = 0):
     if family == "conv":
         model, inputs = ConvNet().eval(), (torch.randn(1, 3, 16, 16),)
     else:
-        from fastlower.examples.user_models import MODELS
+        from fastlower.frontends.examples.user_models import MODELS
 
         model, inputs = MODELS[family](n_layers)
     _quantize(model, qmode)

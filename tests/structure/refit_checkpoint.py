@@ -29,7 +29,7 @@ PROJECTIONS = ("attention.wq", "self_attn.q_proj", "conv1")
 def program_of(family: str, qmode: str, seed: int, one_weight: bool):
     program = aten_program(family, qmode, n_layers=2, seed=seed)
     if one_weight:
-        from fastlower.refit.provenance import flat_constants
+        from fastlower.cache.refit.provenance import flat_constants
 
         name, tensor = next((n, t) for n, t in flat_constants(program).items()
                             if any(p in n for p in PROJECTIONS) and t.is_floating_point())

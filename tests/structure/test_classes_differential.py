@@ -12,7 +12,7 @@ from __future__ import annotations
 import pytest
 
 from fastlower import last_report, preprocess
-from fastlower.structure import classes
+from fastlower.preprocess.structure import classes
 from tests.edge.models import partitioners
 from tests.structure.models import FAMILIES, QMODES, aten_program, lower
 

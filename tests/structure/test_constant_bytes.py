@@ -5,7 +5,7 @@ import hashlib
 import pytest
 import torch
 
-from fastlower.structure import constant_bytes
+from fastlower.preprocess.structure import constant_bytes
 
 
 CASES = {

@@ -1,12 +1,12 @@
 """The rules a refit follows to trace each stored tensor to the new checkpoint
-(``fastlower.refit.provenance``), one by one, on small tensors."""
+(``fastlower.cache.refit.provenance``), one by one, on small tensors."""
 
 from __future__ import annotations
 
 import pytest
 import torch
 
-from fastlower.refit.provenance import NotRefittable, Sources, digest, same_pattern
+from fastlower.cache.refit.provenance import NotRefittable, Sources, digest, same_pattern
 
 
 def _sources(a: dict, b: dict, numbers=()) -> Sources:

@@ -11,10 +11,12 @@ import pytest
 import torch
 
 from fastlower.preprocess.jobs import PreprocessJob
-from fastlower.structure import constant_bytes
-from fastlower.structure.shape_key import partition_shape
-from fastlower.structure.template import NotDerivable, derive, from_plain, learn, to_plain
-from fastlower.structure.xnnpack_blob import BlobLayoutError, read_fields
+from fastlower.preprocess.structure import constant_bytes
+from fastlower.preprocess.structure.shape_key import partition_shape
+from fastlower.preprocess.structure.template import (
+    NotDerivable, derive, from_plain, learn, to_plain,
+)
+from fastlower.preprocess.structure.xnnpack_blob import BlobLayoutError, read_fields
 
 
 class TwoLinears(torch.nn.Module):

@@ -1,4 +1,4 @@
-"""Value cases (``fastlower.structure.value_case``) and the two guards built on them: a
+"""Value cases (``fastlower.preprocess.structure.value_case``) and the two guards built on them: a
 member in another case than the samples, and a step the samples could not tell from
 another, are preprocessed for real, never derived."""
 
@@ -7,8 +7,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from fastlower.structure import constant_bytes, value_case
-from fastlower.structure.template import Entry, NotDerivable, _entry_bytes
+from fastlower.preprocess.structure import constant_bytes, value_case
+from fastlower.preprocess.structure.template import Entry, NotDerivable, _entry_bytes
 
 
 @pytest.mark.parametrize("tensor, flags", [

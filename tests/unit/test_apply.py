@@ -1,4 +1,4 @@
-"""``fastlower.apply``: partition programs and the final graph built from a plan.
+"""``fastlower.lowering.apply``: partition programs and the final graph built from a plan.
 
 Tiny exported programs, tagged by hand, encoded and planned (the single-program path);
 the assertions are the concrete graphs: placeholders in the reference's order, the
@@ -17,10 +17,10 @@ from torch.export.graph_signature import InputKind, OutputKind
 
 from executorch.exir.delegate import executorch_call_delegate
 
-from fastlower import plan as fl_plan
-from fastlower._schema import DELEGATES_WHILE_FUSING
-from fastlower.apply import GraphBuilder, SignatureIndex
-from fastlower.encode import Interner, encode_graph
+from fastlower.core import plan as fl_plan
+from fastlower.core.schema import DELEGATES_WHILE_FUSING
+from fastlower.lowering.apply import GraphBuilder, SignatureIndex
+from fastlower.core.encode import Interner, encode_graph
 
 from tests.unit.modules import AddChain
 

@@ -1,4 +1,4 @@
-"""``fastlower.encode``: FX graphs and exported programs to the planner's flat arrays.
+"""``fastlower.core.encode``: FX graphs and exported programs to the planner's flat arrays.
 
 Small graphs built by hand (``torch.fx.Graph``) or exported from tiny modules; every
 test asserts the concrete arrays the planner receives.
@@ -12,15 +12,15 @@ import torch
 from torch import nn
 from torch.export import export
 
-from fastlower._schema import (
+from fastlower.core.schema import (
     OP_CALL_FUNCTION, OP_CALL_METHOD, OP_CALL_MODULE, OP_GET_ATTR, OP_OUTPUT, OP_PLACEHOLDER,
     OUT_BUFFER_MUTATION, OUT_USER, ROLE_BUFFER, ROLE_CONSTANT, ROLE_OTHER, ROLE_PARAMETER,
     ROLE_USER_INPUT,
 )
-from fastlower.encode import (
+from fastlower.core.encode import (
     UNKNOWN_TAG, Interner, TargetKeys, encode_graph, structure_arrays, taken_lowered_indices,
 )
-from fastlower.plan import structure_difference
+from fastlower.core.plan import structure_difference
 
 
 class _Stateful(nn.Module):

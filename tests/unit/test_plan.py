@@ -1,4 +1,4 @@
-"""``fastlower.plan``: grouping, contract checks, constant duplication, fusion order.
+"""``fastlower.core.plan``: grouping, contract checks, constant duplication, fusion order.
 
 Each test runs twice: with the C++ core and with the pure-Python twin (``plan._core``
 set to ``None``, the switch ``FASTLOWER_FORCE_PYTHON=1`` flips at import). Programs
@@ -18,11 +18,11 @@ from torch import nn
 from torch.export import export
 
 from fastlower import errors
-from fastlower import plan as fl_plan
-from fastlower._schema import (
+from fastlower.core import plan as fl_plan
+from fastlower.core.schema import (
     DELEGATES_AFTER_FUSING, DELEGATES_WHILE_FUSING, OUT_BUFFER_MUTATION, OUT_USER,
 )
-from fastlower.encode import Interner, encode_graph
+from fastlower.core.encode import Interner, encode_graph
 
 from tests.unit.modules import AddChain
 

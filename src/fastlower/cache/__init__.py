@@ -19,7 +19,7 @@ entry point), ``execution`` (its execution programs, made when first read), ``ad
 
 from typing import TYPE_CHECKING
 
-from .._lazy import lazy_exports
+from ..base.lazy import lazy_exports
 
 _EXPORTS = {
     "to_edge_transform_and_lower": "cached_lowering", "to_executorch": "executorch",

@@ -2,7 +2,7 @@
 
 * A folder that cannot be opened: no cache for the call, one warning.
 * A folder that cannot be trusted (others can write it and no key was given, or the
-  key file is not in order; :mod:`fastlower.trust`): no cache, one warning per
+  key file is not in order; :mod:`fastlower.cache.trust`): no cache, one warning per
   process and folder.
 * A folder that cannot be written: lookups only, one warning per process and folder.
 * A damaged, truncated, forged (its MAC does not verify) or foreign entry: a miss,
@@ -16,7 +16,7 @@
 * Before a store, the entry's payload is rebuilt from its serialized form (the tensor
   data in place, not copied) and compared with what it was made from (``same``): an
   entry whose copy would differ is not stored (a debug line).
-* With a shared store (``fastlower.shared``), a local miss is looked up there (a hit
+* With a shared store (``fastlower.cache.shared``), a local miss is looked up there (a hit
   fills the local folder; this process's uploads are finished first), and an entry
   stored locally is copied there in the background.
 """
@@ -29,7 +29,7 @@ from typing import Any, BinaryIO, Callable, Dict, Optional, Sequence, Tuple
 
 from ..preprocess.cache import CacheWarning
 from ..preprocess.folder import UntrustedFolder, tell_once, warn_read_only, warn_untrusted
-from ..shared import tier as shared_tier
+from .shared import tier as shared_tier
 from . import detached, entry, manifest, paths
 from .errors import DamagedEntry, Uncacheable
 from .configuration import LoweringCacheSettings

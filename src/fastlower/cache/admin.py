@@ -17,7 +17,7 @@ from typing import Dict, Iterable, List, Optional, Union
 
 import diskcache
 
-from ..trust.disk import BytesOnlyDisk
+from .trust.disk import BytesOnlyDisk
 from .names import TAG
 
 CACHES = ("preprocess", "lowering")

@@ -48,16 +48,16 @@ from . import access, compare, manifest
 from .errors import LoweringCacheVerificationError, Uncacheable
 from .key import LoweringKey, lowering_key, method_programs
 from ..report.memory import record_peak
-from .refit import Refit, store_record, try_refit
+from .refit.checkpoint import Refit, store_record, try_refit
 from .report import report_from_programs
 from .configuration import LoweringCacheSettings, resolve
-from .. import phases
-from ..compat import check_versions
+from ..base import phases
+from ..base.compat import check_versions
 from .store import LoweringStore
 
-from .. import dispatch as patch  # the entry points; fastlower.patch names this package
-from ..while_lowering import lowering_step
-from ..stack_room import with_stack_room
+from ..in_process import dispatch as patch
+from ..in_process.while_lowering import lowering_step
+from ..in_process.stack_room import with_stack_room
 
 log = logging.getLogger("fastlower.cache")
 
@@ -240,13 +240,14 @@ def _manager(programs: Dict[str, ExportedProgram], info: Dict[str, Any],
 def _lower(programs: Any, args: Dict[str, Any]) -> EdgeProgramManager:
     """The reference's function with fastlower's edge stage (its skipped retraces) and
     ``to_backend`` (its preprocess cache)."""
-    from ..api import to_backend as fastlower_to_backend
-    from ..edge.stage import gen_edge_manager_for_partitioners
+    from ..lowering.api import to_backend as fastlower_to_backend
+    from ..in_process.edge.stage import gen_edge_manager_for_partitioners
 
     with patch.routed({"to_backend": fastlower_to_backend,
                        "_gen_edge_manager_for_partitioners": gen_edge_manager_for_partitioners}), \
             phases.edge_stage("to_edge_transform_and_lower"), lowering_step():
-        # the edge stage (fastlower.edge), then fastlower's to_backend, with room on the stack
+        # the edge stage (fastlower.in_process.edge), then fastlower's to_backend, with
+        # room on the stack
         return with_stack_room(reference(), programs, **args)
 
 
@@ -286,7 +287,7 @@ def _mark_report(manager: EdgeProgramManager, status: str, key: str,
         return
     report.refit = refit.as_report() if refit is not None else {}
     if status in ("miss", "verified"):  # this thread's edge stage just ran for it
-        from ..edge.decompose import SKIPPED
+        from ..in_process.edge.decompose import SKIPPED
 
         report.edge_retraces = {"skipped": SKIPPED.skipped, "run": SKIPPED.run,
                                 "reasons": list(SKIPPED.reasons)}

@@ -30,7 +30,7 @@ class LoweringCacheSettings:
     directory: Optional[Path]  # None: the cache is off
     size_limit: int
     verify: bool
-    key_file: Optional[Path] = None  # None: the user's own key (fastlower.trust.secret)
+    key_file: Optional[Path] = None  # None: the user's own key (fastlower.cache.trust.secret)
 
 
 def switched_off() -> bool:

@@ -62,7 +62,7 @@ def store_detached(key: str, size: int, store: Callable[[], None],
     global _AT_EXIT, _IN_CHILD
     if not can_detach(size):
         return False
-    from ..heap_freeze import frozen_heap
+    from ..in_process.heap_freeze import frozen_heap
     from ..preprocess.executors import _monitors_paused
 
     with _LOCK:

@@ -9,10 +9,10 @@ Layout (integers big-endian)::
           | MAC
 
 The MAC is keyed BLAKE3 under the cache folder's key over everything before it and
-the key the entry is stored under (:mod:`fastlower.trust.seal`). ``info`` holds
+the key the entry is stored under (:mod:`fastlower.cache.trust.seal`). ``info`` holds
 what the entry point needs beside the programs (the backends and their source
 digests, the reader state of the symbolic sizes, the writer's base directories
-(:mod:`.paths`) ...), as plain data (:mod:`fastlower.trust.plain`). A reader sizes
+(:mod:`.paths`) ...), as plain data (:mod:`fastlower.cache.trust.plain`). A reader sizes
 the stream first, checks the magic and the stamp (another fastlower, torch or
 executorch version: a foreign entry), then each length and count against the bytes
 left before the MAC *before* anything is allocated or read for it, then the MAC
@@ -28,9 +28,9 @@ import struct
 from typing import Any, BinaryIO, Dict, Iterator, List, Sequence, Union
 
 from ..preprocess.keys import versions
-from ..trust import plain
-from ..trust.seal import SIZE as MAC_SIZE
-from ..trust.seal import Seal
+from .trust import plain
+from .trust.seal import SIZE as MAC_SIZE
+from .trust.seal import Seal
 from .errors import DamagedEntry, Uncacheable
 from .key import ENTRY_FORMAT
 from .serialize import Serialized, dumps, loads

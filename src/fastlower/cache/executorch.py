@@ -51,10 +51,10 @@ from .paths import PathMap, current
 from .configuration import LoweringCacheSettings, resolve
 from .store import LoweringStore
 
-from .. import dispatch as patch  # the entry points; fastlower.patch names this package
-from .. import phases
-from ..while_lowering import lowering_step
-from ..stack_room import stack_room
+from ..in_process import dispatch as patch
+from ..base import phases
+from ..in_process.while_lowering import lowering_step
+from ..in_process.stack_room import stack_room
 
 log = logging.getLogger("fastlower.cache")
 
@@ -97,7 +97,7 @@ def executorch_key(manager: EdgeProgramManager, config: Optional[ExecutorchBacke
 
 
 def _reference(manager: EdgeProgramManager, config: Optional[ExecutorchBackendConfig]) -> Any:
-    """ExecuTorch's own ``to_executorch``, announced as a phase (:mod:`fastlower.phases`)."""
+    """ExecuTorch's own ``to_executorch``, announced as a phase (:mod:`fastlower.base.phases`)."""
     with phases.phase("to_executorch"), lowering_step():
         return reference()(manager, config)
 

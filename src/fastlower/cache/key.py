@@ -51,9 +51,9 @@ import torch
 import xxhash
 from torch.export import ExportedProgram
 
-from .. import state
+from ..base import state
 from ..preprocess.keys import Canonical, TensorDigests, _directory_digest, _is_fake, versions
-from ..refit.provenance import flat_constants
+from .refit.provenance import flat_constants
 from .object_text import ObjectCanonical, _operator_name
 from .paths import PathMap, current
 from .errors import Uncacheable
@@ -71,9 +71,8 @@ _SIMPLE = (type(None), bool, int, float, str, torch.fx.Node, torch.Tensor, list,
 @functools.lru_cache(maxsize=None)
 def fastlower_source() -> str:
     """Digest of the installed fastlower package's files (a changed fastlower, same version)."""
-    import fastlower
-
-    return _directory_digest(Path(fastlower.__file__).resolve().parent)
+    # the package's folder: this module's grandparent (fastlower/cache/key.py)
+    return _directory_digest(Path(__file__).resolve().parent.parent)
 
 
 class ProgramCanonical(Canonical):

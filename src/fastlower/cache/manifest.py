@@ -14,7 +14,7 @@ from typing import Any, Dict, Iterable, List, Mapping, Optional
 import torch
 from torch.export import ExportedProgram
 
-from ..backends import find_backend
+from ..preprocess.backends import find_backend
 from ..errors import BackendNotFoundError
 from ..preprocess.keys import source_digest
 

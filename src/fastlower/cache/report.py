@@ -21,8 +21,8 @@ from typing import Dict, Mapping
 import torch
 from torch.export import ExportedProgram
 
-from ..encode import _CONTROL_FLOW_ARGS
-from ..records import join_path
+from ..core.encode import _CONTROL_FLOW_ARGS
+from ..base.records import join_path
 from ..report.collect import ReportCollector, owned_constant_bytes, op_name, shape_of
 from ..report.document import LoweringReport
 from ..report.memory import record_peak

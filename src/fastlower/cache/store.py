@@ -8,7 +8,7 @@ write atomic (the value file is complete before its row is committed): two
 processes storing the same key at once leave one whole entry.
 
 The folder is opened by ``fastlower.preprocess.folder``, shared with the preprocess
-cache, under :mod:`fastlower.trust`'s rules: values are bytes (never pickles), the
+cache, under :mod:`fastlower.cache.trust`'s rules: values are bytes (never pickles), the
 folder's key signs every entry (:meth:`LoweringStore.seal`), and a folder that
 cannot be written is read through SQLite in read-only mode (lookups only). Values
 are streamed: an entry is never held twice in memory.
@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import BinaryIO, Optional, cast
 
 from ..preprocess.folder import open_folder
-from ..trust.seal import Seal
+from .trust.seal import Seal
 from .errors import DamagedEntry
 from .names import PREFIX, TAG
 

@@ -15,10 +15,10 @@ from executorch.exir.backend.partitioner import Partitioner
 from torch.export import ExportedProgram
 
 from .. import errors
-from ..apply import GraphBuilder, Partition
-from ..backends import copy_for_backend, find_backend, make_lowered_module
-from .._schema import DELEGATES_AFTER_FUSING
-from ..plan import GraphPlan, insert_delegates, iter_partitions
+from .apply import GraphBuilder, Partition
+from ..preprocess.backends import copy_for_backend, find_backend, make_lowered_module
+from ..core.schema import DELEGATES_AFTER_FUSING
+from ..core.plan import GraphPlan, insert_delegates, iter_partitions
 from ..preprocess.jobs import PreprocessJob, overrides_preprocess_multimethod
 from ..preprocess.partitions import preprocess_partitions
 from ..report.collect import finish_report

@@ -3,7 +3,7 @@
 The reference works partition by partition, so of several broken rules (or a
 broken rule and a failing backend) it raises the one its order of work meets
 first. fastlower plans every partition before it builds any: the plan records
-where each broken rule is met (:class:`fastlower.plan.PlanStop`), and the
+where each broken rule is met (:class:`fastlower.core.plan.PlanStop`), and the
 lowering raises it only after the partitions before that point have gone as far
 as the reference takes them. :class:`ErrorOrder` is the one place that records
 such a point and raises its error; the two paths only ask it.
@@ -28,10 +28,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Optional, Sequence
 
-from ..plan import INSERT, PROGRAM, GraphPlan, PlanStop
+from ..core.plan import INSERT, PROGRAM, GraphPlan, PlanStop
 
 if TYPE_CHECKING:
-    from ..apply import GraphBuilder, Partition
+    from .apply import GraphBuilder, Partition
 
 
 class ErrorOrder:

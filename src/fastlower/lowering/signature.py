@@ -9,8 +9,8 @@ from torch.export.exported_program import (
     ExportGraphSignature, InputKind, InputSpec, OutputSpec, TensorArgument,
 )
 
-from .._schema import OP_PLACEHOLDER, PlannedGraph
-from ..apply import GraphBuilder
+from ..core.schema import OP_PLACEHOLDER, PlannedGraph
+from .apply import GraphBuilder
 
 
 def input_specs_after_duplication(top: GraphBuilder,

@@ -16,9 +16,9 @@ from executorch.exir.backend.partitioner import Partitioner
 from torch.export import ExportedProgram
 
 from .. import errors
-from ..apply import GraphBuilder, Partition
-from ..backends import find_backend, make_lowered_module
-from .._schema import DELEGATES_WHILE_FUSING
+from .apply import GraphBuilder, Partition
+from ..preprocess.backends import find_backend, make_lowered_module
+from ..core.schema import DELEGATES_WHILE_FUSING
 from ..preprocess.jobs import PreprocessJob
 from ..preprocess.partitions import preprocess_partitions
 from ..report.collect import finish_report

@@ -22,14 +22,15 @@ from torch._guards import detect_fake_mode
 from torch.export import ExportedProgram
 from torch.export.exported_program import ExportGraphSignature, InputSpec
 
-from .. import errors, state
-from ..apply import GraphBuilder, Partition, SignatureIndex
-from ..edits import PartitionerEdits, find_edits
-from ..encode import EncodedGraph, Interner, encode_graph, taken_lowered_indices
+from .. import errors
+from ..base import state
+from .apply import GraphBuilder, Partition, SignatureIndex
+from .edits import PartitionerEdits, find_edits
+from ..core.encode import EncodedGraph, Interner, encode_graph, taken_lowered_indices
 from ..partitioners import accelerated as native_partitioners
-from ..plan import GraphPlan, plan_program, structure_difference
-from ..programs import lazy_module_copy, unvalidated_program
-from ..records import MethodRecord, PartitionOutcome, graph_of_encoded
+from ..core.plan import GraphPlan, plan_program, structure_difference
+from .programs import lazy_module_copy, unvalidated_program
+from ..base.records import MethodRecord, PartitionOutcome, graph_of_encoded
 from ..report.document import LoweringReport
 from .order import ErrorOrder
 from .signature import final_signature, input_specs_after_duplication
@@ -252,7 +253,7 @@ class LoweringPath:
 
 
 def method_record(lowering: MethodLowering, report: LoweringReport) -> MethodRecord:
-    """What the report reads of a lowered method (``fastlower.records``), nothing else."""
+    """What the report reads of a lowered method (``fastlower.base.records``), nothing else."""
     paths: Dict[int, str] = {}  # id(encoded graph) -> its path in the method
     graph = graph_of_encoded(lowering.builders[0].enc, paths=paths)
     return MethodRecord(lowering.name, graph, lowering.result.partition_tags, [

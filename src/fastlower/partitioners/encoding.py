@@ -1,5 +1,5 @@
 """Flat encoding of an fx graph for the native ``propose_partitions`` (see
-``fastlower._twin.partition_proposals`` for the meaning of each array)."""
+``fastlower.core.twin.partition_proposals`` for the meaning of each array)."""
 
 from __future__ import annotations
 

@@ -13,8 +13,8 @@ from torch.fx.passes.infra import partitioner as _capability_module
 from torch.fx.passes.infra.partitioner import CapabilityBasedPartitioner, Partition
 
 from .. import errors
-from .._core_loader import load_core
-from .._twin import partition_proposals as _twin
+from ..core.loader import load_core
+from ..core.twin import partition_proposals as _twin
 from .encoding import EncodedGraph, NotEncodable, encode_graph
 
 log = logging.getLogger("fastlower.partitioners")

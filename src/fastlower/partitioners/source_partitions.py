@@ -38,8 +38,8 @@ from torch.fx.node import Node
 from torch.fx.passes.utils import source_matcher_utils as _reference_module
 from torch.fx.passes.utils.source_matcher_utils import SourcePartition
 
-from .._core_loader import load_core
-from .._twin.meta_watch import MetaWatch as TwinMetaWatch
+from ..core.loader import load_core
+from ..core.twin.meta_watch import MetaWatch as TwinMetaWatch
 from . import graph_edits
 from .registry import Rebinding, register_rebinding
 from .switch import current_scope, is_active

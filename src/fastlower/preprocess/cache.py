@@ -1,15 +1,15 @@
 """The on-disk store of preprocess results, keyed by ``keys.cache_key``.
 
 Storage is ``diskcache.Cache`` (SQLite index plus files, opened by :mod:`.folder`
-under :mod:`fastlower.trust`'s rules): writes are atomic, several processes may
+under :mod:`fastlower.cache.trust`'s rules): writes are atomic, several processes may
 read and write one directory at once, and the size is capped (default 2 GiB) with
 least-recently-used eviction.
 
 Each entry is ``MAGIC | u32 len | versions | payload | MAC`` where the payload is
 the ``PreprocessResult`` fields (processed bytes, debug-handle map, named data,
-``_delegate_info_meta``) pickled as plain data (:mod:`fastlower.trust.plain`) and
+``_delegate_info_meta``) pickled as plain data (:mod:`fastlower.cache.trust.plain`) and
 the MAC is keyed BLAKE3 under the folder's key over everything before it and the
-entry's key (:mod:`fastlower.trust.seal`). A result holding anything but plain
+entry's key (:mod:`fastlower.cache.trust.seal`). A result holding anything but plain
 data is not stored. An entry written by another torch/executorch/fastlower version
 or entry format, one whose MAC does not verify (damaged, or written by someone
 without the key) and one that cannot be read are misses: never decoded, dropped,
@@ -27,9 +27,9 @@ from typing import List, Optional
 
 from executorch.exir.backend.backend_details import PreprocessResult
 
-from ..trust import plain
-from ..trust.seal import SIZE as MAC_SIZE
-from ..trust.seal import Seal
+from ..cache.trust import plain
+from ..cache.trust.seal import SIZE as MAC_SIZE
+from ..cache.trust.seal import Seal
 from .folder import CacheWarning, open_folder  # noqa: F401 (CacheWarning: defined there)
 from .keys import versions
 
@@ -49,7 +49,7 @@ def result_fields(result: PreprocessResult) -> tuple:
 
 
 # how an entry's result was made: the backend's own preprocess, or derived from a
-# structural template (fastlower.structure) by the shortcut generation in the stamp
+# structural template (fastlower.preprocess.structure) by the shortcut generation in the stamp
 MADE = ("backend", "derived")
 
 

@@ -22,7 +22,7 @@ option             environment variable        default
 ``cache_dir``      ``FASTLOWER_CACHE_DIR=DIR`` no cache
 ``cache_size``     ``FASTLOWER_CACHE_SIZE=B``  2 GiB (bytes; least-recently-used eviction)
 ``verify``         ``FASTLOWER_CACHE_VERIFY=1`` off: a hit is trusted
-``cache_key_file`` ``FASTLOWER_CACHE_KEY_FILE`` the user's own key (``fastlower.trust``)
+``cache_key_file`` ``FASTLOWER_CACHE_KEY_FILE`` the user's own key (``fastlower.cache.trust``)
 ``progress``       ``FASTLOWER_PROGRESS=1|0``  a bar only when stderr is a terminal
 ``start_method``   ``FASTLOWER_START_METHOD``  ``auto``: ``fork`` when the calling process
                                                runs no other Python thread, else ``spawn``
@@ -166,8 +166,9 @@ def options(*, workers: Optional[int] = None, executor: Optional[Executor] = Non
     serialized; safe whatever other threads run) or ``"auto"`` (the default: fork
     when no other Python thread is alive in the process, else spawn).
     ``cache_key_file`` names the file holding the key that signs cache entries
-    (default: the user's own, generated on first use; see ``fastlower.trust``).
-    ``classes`` says what happens to partitions of one structure (``fastlower.structure``):
+    (default: the user's own, generated on first use; see ``fastlower.cache.trust``).
+    ``classes`` says what happens to partitions of one structure
+    (``fastlower.preprocess.structure``):
     ``"derive"`` (two are preprocessed, the others derived), ``"verify"`` (all are
     preprocessed and compared with what was derived) or ``"off"``.
 

@@ -59,7 +59,7 @@ from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tupl
 
 from executorch.exir.backend.backend_details import PreprocessResult
 
-from ..heap_freeze import frozen_heap
+from ..in_process.heap_freeze import frozen_heap
 from .failures import WorkerDiedError, backend_error, describe_exit
 from .jobs import PreprocessJob, call_preprocess, longest_first
 from .transport import run_wire_job, to_wire

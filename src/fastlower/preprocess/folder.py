@@ -1,13 +1,13 @@
 """Opening the cache folder the preprocess and lowering caches share.
 
-A folder is opened only when it can be trusted (:mod:`fastlower.trust`): one that
+A folder is opened only when it can be trusted (:mod:`fastlower.cache.trust`): one that
 other users can write needs an explicitly given key, and the key itself must be
 in order; otherwise :class:`UntrustedFolder`, and the caller lowers without the
 cache. A new folder is created with mode 0700.
 
 A folder that can be written is a ``diskcache.Cache``. One that cannot (a
 read-only mount, another user's cache) is read through SQLite in read-only mode:
-lookups only. Either way values go through :class:`~fastlower.trust.disk.BytesOnlyDisk`
+lookups only. Either way values go through :class:`~fastlower.cache.trust.disk.BytesOnlyDisk`
 (bytes, never pickles). Notices about a folder (read-only, untrusted, entries that
 do not verify) are :class:`CacheWarning`\\ s, each said once per process and folder.
 """
@@ -25,11 +25,11 @@ from typing import Any, Optional, Set, Tuple, Union
 
 import diskcache
 
-from ..trust import secret as secrets_
-from ..trust.disk import BytesOnlyDisk
-from ..trust.folder import others_can_write
-from ..trust.seal import Seal
-from ..trust.secret import CacheKeyError, CacheSecret
+from ..cache.trust import secret as secrets_
+from ..cache.trust.disk import BytesOnlyDisk
+from ..cache.trust.folder import others_can_write
+from ..cache.trust.seal import Seal
+from ..cache.trust.secret import CacheKeyError, CacheSecret
 
 log = logging.getLogger(__name__)
 

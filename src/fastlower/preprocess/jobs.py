@@ -10,7 +10,7 @@ from executorch.exir.backend.backend_details import BackendDetails, PreprocessRe
 from executorch.exir.backend.compile_spec_schema import CompileSpec
 from torch.export import ExportedProgram
 
-from ..stack_room import with_stack_room
+from ..in_process.stack_room import with_stack_room
 
 
 def overrides_preprocess_multimethod(cls: Type[BackendDetails]) -> bool:
@@ -84,7 +84,7 @@ def longest_first(jobs: Sequence[PreprocessJob]) -> List[int]:
 
 def private_copy(job: PreprocessJob, program: ExportedProgram) -> ExportedProgram:
     """The copy the backend may mutate, made as the reference makes it on this path."""
-    from ..backends import copy_for_backend, copy_for_preprocess
+    from .backends import copy_for_backend, copy_for_preprocess
 
     if job.backend_copy_hook:
         return copy_for_backend(job.backend, program, job.compile_specs)

@@ -41,7 +41,7 @@ from .keys import TensorDigests, cache_key
 from .progress import partition_bar
 from .configuration import ResolvedOptions, resolve
 from ..report.model import classes_text
-from ..structure.classes import ClassPlan
+from .structure.classes import ClassPlan
 
 
 # backend classes that have preprocessed a partition in this process (see prime())
@@ -196,7 +196,7 @@ def preprocess_partitions(jobs: Sequence[PreprocessJob], report) -> List[Preproc
         counts = plan.stats.as_dict()
         report.record_classes(counts)
         if plan.stats.classes:  # shown with the phase lines (the CLI, fastlower run)
-            logging.getLogger("fastlower.phases").info("%s", classes_text(counts))
+            logging.getLogger("fastlower.base.phases").info("%s", classes_text(counts))
     finally:
         if cache is not None:
             if cache.damaged:

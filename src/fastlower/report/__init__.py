@@ -9,15 +9,15 @@ Finding a report (see ``registry``):
   ``(result, report)`` out;
 * ``fastlower.report.collecting()``: a block that gathers every report finished
   inside it, in order (the "a lowering finished" hook);
-* ``build_report(partition_result)`` (``collect``) / ``fastlower.preview.preview(program,
+* ``build_report(partition_result)`` (``collect``) / ``fastlower.frontends.preview.preview(program,
   partitioner)``: the same report from the partitioner's tagging alone, no backend run.
   ``preview`` and ``preview_export`` run a partitioner (and the lowering), so they live
-  one layer up, in ``fastlower.preview``, and this package does not import them.
+  one layer up, in ``fastlower.frontends.preview``, and this package does not import them.
 
-Layers, one way: ``fastlower.records`` (what a lowering hands over) <- ``model``
+Layers, one way: ``fastlower.base.records`` (what a lowering hands over) <- ``model``
 (plain data) <- ``json``, ``text`` <- ``document`` (``LoweringReport``: the data and
 its renderings) <- ``registry``, ``html``, ``explorer``, ``collect`` (fills and
-publishes a report) <- the lowering <- ``fastlower.preview``.
+publishes a report) <- the lowering <- ``fastlower.frontends.preview``.
 
 Reading one: ``LoweringReport`` (``document``; its data is ``model``) fields and ``coverage``;
 ``text.summary`` (tables for logs), ``json.write`` (versioned schema,

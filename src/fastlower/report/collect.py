@@ -4,7 +4,7 @@ partitioner's result alone (the preview, no backend runs).
 Both walk the same thing: the graph the partitioner tagged, and recursively the
 bodies of its control-flow nodes.  A finished lowering has already replaced
 those bodies' graphs in place (as the reference does), so it hands its tagged
-graphs over as neutral records (``fastlower.records``): this module reads those,
+graphs over as neutral records (``fastlower.base.records``): this module reads those,
 never the lowering's own objects.
 """
 
@@ -14,9 +14,9 @@ from typing import Any, Callable, Dict, Mapping, Optional, Sequence, Tuple, Type
 
 import torch
 
-from ..encode import _CONTROL_FLOW_ARGS
-from ..loading.notes import describe_replacements
-from ..records import TOP, GraphRecord, MethodRecord, join_path
+from ..core.encode import _CONTROL_FLOW_ARGS
+from ..base.loading.notes import describe_replacements
+from ..base.records import TOP, GraphRecord, MethodRecord, join_path
 from . import registry
 from .document import LoweringReport
 from .memory import record_peak

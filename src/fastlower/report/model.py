@@ -13,7 +13,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Dict, Iterable, Iterator, List, Optional, Tuple, Type, TypeVar
 
-from ..records import TOP, partition_key
+from ..base.records import TOP, partition_key
 
 __all__ = ["TOP", "NodeRecord", "PartitionRecord", "OperatorRecord", "UndelegatedNode",
            "Coverage", "ReportData", "partition_key"]
@@ -131,7 +131,7 @@ class ReportData:
     cache_hits: Dict[str, int] = field(default_factory=dict)
     cache_misses: Dict[str, int] = field(default_factory=dict)
     cache_key_seconds: float = 0.0
-    # partitions of one structure (``fastlower.structure``): {classes, derived, verified,
+    # partitions of one structure (``fastlower.preprocess.structure``): {classes, derived, verified,
     # fallbacks [{tag, why}]}, summed over the lowering's preprocess batches
     preprocess_classes: Dict[str, Any] = field(default_factory=dict)
     # one record per preprocessed partition, in the reference's order: {tag, backend,
@@ -150,7 +150,7 @@ class ReportData:
     # the lowering was refit, {source, refused (why)} when a structure matched but could
     # not be refit; empty otherwise
     refit: Dict[str, Any] = field(default_factory=dict)
-    # the edge stage's retraces (``fastlower.edge``): {skipped, run, reasons [why each
+    # the edge stage's retraces (``fastlower.in_process.edge``): {skipped, run, reasons [why each
     # ran]} when fastlower ran the edge stage of this lowering; empty otherwise
     edge_retraces: Dict[str, Any] = field(default_factory=dict)
     # peak resident set, in bytes, from the process's start to the end of this lowering:

@@ -1,0 +1,1 @@
+"""Plain data and per-thread switches every layer shares; imports no other layer."""

@@ -1,5 +1,0 @@
-"""``python -m fastlower.cli``: the same as the ``fastlower`` console script."""
-
-from . import main
-
-raise SystemExit(main())

@@ -1,8 +1,0 @@
-"""Example models used by fastlower's differential tests and benchmarks."""
-
-from fastlower.examples.llama import (  # noqa: F401
-    LlamaConfig,
-    TinyLlama,
-    edge_llama,
-    export_llama,
-)

@@ -1,0 +1,157 @@
+"""ExecuTorch's ``_gen_edge_manager_for_partitioners`` with the retraces that change
+nothing skipped.
+
+The reference (``executorch/exir/program/_program.py``, ExecuTorch 1.5.1) retraces the
+whole program up to ``1 + 2 * partitioners`` times: ``run_decompositions({})`` to
+functionalize, then, for each partitioner whose ``ops_to_not_decompose`` returns a
+check function (XNNPACK's do), ``run_decompositions(table)`` and, around the
+``EDGE_DO_NOT_DECOMP`` swap, ``run_decompositions(default table)``. On a program
+already decomposed most of them change nothing. This is the same function, step for
+step (the reference's helpers, called in its order, so partitioners see the same
+calls), except that each of those retraces first asks :mod:`.noop_retrace` whether it
+provably changes nothing, and is skipped when it does; when that is not proven it
+runs, as in the reference. The functionalizing retrace always runs.
+
+:data:`SKIPPED` counts skipped and run retraces per thread, for reports and tests.
+"""
+
+from __future__ import annotations
+
+import copy
+import logging
+import threading
+from collections import defaultdict
+from typing import Any, Dict, List, Optional
+
+from torch.export import ExportedProgram
+
+from ..heap_freeze import full_collections_paused
+from .noop_retrace import why_not_skipped
+from .retrace_meta import rewrite_as_retraced
+from .verify import EdgeStageVerificationError, program_difference
+
+log = logging.getLogger("fastlower.in_process.edge")
+
+
+class RetraceCounts(threading.local):
+    """Retraces skipped and run by this thread's last edge stage."""
+
+    def __init__(self) -> None:
+        self.skipped = 0
+        self.run = 0
+        self.reasons: List[str] = []  # why each retrace that ran was not skipped
+
+
+SKIPPED = RetraceCounts()
+
+
+def _lifted(program: ExportedProgram) -> set:
+    """The placeholders that are parameters or buffers, by name."""
+    from torch.export.graph_signature import InputKind
+
+    return {spec.arg.name for spec in program.graph_signature.input_specs
+            if spec.kind in (InputKind.PARAMETER, InputKind.BUFFER)}
+
+
+def _retrace(program: ExportedProgram, table: Dict[Any, Any], verify: bool) -> ExportedProgram:
+    """``program.run_decompositions(table)``, skipped when it provably changes nothing;
+    with ``verify`` it runs anyway and is compared with the skip (the retrace's result
+    goes on, so the reference's path is followed exactly)."""
+    why = why_not_skipped(program, table)
+    if why is not None:
+        log.debug("edge stage retrace runs: %s", why)
+        SKIPPED.run += 1
+        SKIPPED.reasons.append(why)
+        return program.run_decompositions(table)
+    SKIPPED.skipped += 1
+    if not verify:
+        rewrite_as_retraced(program.graph_module, _lifted(program))
+        return program
+    skipped = copy.deepcopy(program)  # before the retrace, which may touch its input
+    retraced = program.run_decompositions(table)
+    rewrite_as_retraced(skipped.graph_module, _lifted(skipped))
+    difference = program_difference(retraced, skipped)
+    if difference is not None:
+        raise EdgeStageVerificationError(difference)
+    return retraced
+
+
+def _decompose_for(name: str, program: ExportedProgram, partitioners: List[Any],
+                   config: Any, verify: bool) -> tuple:
+    """The reference's loop body for one method: the decomposed program and the ops kept."""
+    from executorch.exir.program import _program as et
+
+    final_ops_to_preserve: set = set()
+    if not partitioners:
+        table = et._default_decomposition_table()
+        for op in config.preserve_ops:
+            table.pop(op, None)
+        program = program.run_decompositions(table)
+    for partitioner in partitioners:
+        no_decomp, _ = partitioner.ops_to_not_decompose(program)
+        if et._can_skip_using_EDGE_DO_NOT_DECOMP(partitioner, program):
+            table = et._default_decomposition_table()
+            needing_preservation = [op for op in no_decomp if table.pop(op, None) is not None]
+            if et.contains_any_call_fn_target_op(program.graph_module, table):
+                program = program.run_decompositions(table)
+            final_ops_to_preserve.update(needing_preservation)
+            continue
+        no_decomp = et._remove_invalid_ops_for_not_decompose(no_decomp)
+        table = et._default_decomposition_table()
+        for op in no_decomp:
+            table.pop(op, None)
+        program = _retrace(program, table, verify)
+        preserved = et._replace_aten_ops_with_transformed_ops(
+            name, program, {name: [partitioner]}) or []
+        final_ops_to_preserve.update(preserved)
+        program = _retrace(program, et._default_decomposition_table(), verify)
+        et._restore_transformed_ops_to_aten_ops(program)
+    return program, final_ops_to_preserve
+
+
+def gen_edge_manager_for_partitioners(
+    partitioner: Dict[str, List[Any]],
+    aten_programs: Dict[str, ExportedProgram],
+    config: Any,
+    constant_methods: Optional[Dict[str, Any]],
+    generate_etrecord: Optional[bool] = False,
+    verify: bool = False,
+) -> Any:
+    """The reference's ``_gen_edge_manager_for_partitioners`` (same arguments, same
+    result), with the retraces that provably change nothing skipped (``verify``: run
+    and compared with the skip, see :func:`_retrace`)."""
+    from executorch.exir.program import _program as et
+
+    SKIPPED.skipped = SKIPPED.run = 0
+    SKIPPED.reasons = []
+    with full_collections_paused():
+        manager = _edge_manager(partitioner, aten_programs, config, constant_methods, verify)
+    if generate_etrecord:
+        etrecord = et._create_empty_etrecord()
+        etrecord.add_exported_program(aten_programs)
+        etrecord.add_edge_dialect_program(copy.deepcopy(manager))
+        manager._etrecord = etrecord
+    return manager
+
+
+def _edge_manager(partitioner: Dict[str, List[Any]], aten_programs: Dict[str, ExportedProgram],
+                  config: Any, constant_methods: Optional[Dict[str, Any]],
+                  verify: bool) -> Any:
+    """The reference's steps up to its ``EdgeProgramManager`` (ETRecord left out)."""
+    from executorch.exir.program import _program as et
+
+    kept_by_program: Dict[str, list] = defaultdict(list)
+    edge_programs: Dict[str, ExportedProgram] = {}
+    for name, program in aten_programs.items():
+        partitioners = partitioner.get(name, [])
+        program = et._apply_pre_decomposition_transforms(program, partitioners)
+        program = program.run_decompositions({})  # functionalize: always
+        if partitioner is not None:
+            program, kept = _decompose_for(name, program, partitioners, config, verify)
+            kept_by_program[name].extend(kept)
+        edge_programs[name] = et._generate_edge_program(
+            config, program, preserve_ops=kept_by_program.get(name, []))
+    all_kept = list(set().union(*kept_by_program.values()))
+    config._core_aten_ops_exception_list = list(
+        set(config._core_aten_ops_exception_list) | set(all_kept))
+    return et.EdgeProgramManager(edge_programs, constant_methods, config, all_kept)

@@ -1,0 +1,32 @@
+"""What fastlower changes in its own process for each of its lowering steps
+(``to_backend``, ``to_edge_transform_and_lower``, ``to_executorch``): one block, entered
+by each step, nesting freely.
+
+* :mod:`.heap_freeze`: the objects alive at the step's start frozen for the collector;
+* :mod:`.node_history`: a new node's ``from_node`` history shared, not deep-copied;
+* :mod:`.fake_outputs`: the fake outputs of delegate calls and quantization operators
+  known without running them;
+* :mod:`.preprocess.xnnpack_patterns`: XNNPACK's upsample and SDPA patterns not built
+  for a graph without their operator.
+
+Each is listed, with what it patches and how to turn it off, in docs/embedding.md.
+"""
+
+from __future__ import annotations
+
+from contextlib import contextmanager
+from typing import Iterator
+
+from .fake_outputs import known_outputs
+from .heap_freeze import frozen_heap
+from .node_history import shared_history
+from .xnnpack_patterns import skipped_when_absent
+
+__all__ = ["lowering_step"]
+
+
+@contextmanager
+def lowering_step() -> Iterator[None]:
+    """The block of one lowering step (see the module)."""
+    with frozen_heap(), shared_history(), known_outputs(), skipped_when_absent():
+        yield
