@@ -43,13 +43,20 @@ class LlmConfig:
     qmode: Optional[str] = "8da4w"
     group_size: int = 32
     max_seq_length: int = 128
+    n_kv_heads: Optional[int] = None  # grouped-query attention (Llama 3.2: 8)
+    ffn_dim_multiplier: Optional[float] = None  # with multiple_of, the FFN's width
+    multiple_of: int = 32
 
     def params(self) -> Dict[str, object]:
         params: Dict[str, object] = {"dim": self.dim, "n_layers": self.n_layers,
                                      "n_heads": self.n_heads, "vocab_size": self.vocab_size,
-                                     "multiple_of": 32, "norm_eps": 1e-5}
+                                     "multiple_of": self.multiple_of, "norm_eps": 1e-5}
         if self.hidden_dim is not None:
             params["hidden_dim"] = self.hidden_dim
+        if self.n_kv_heads is not None:
+            params["n_kv_heads"] = self.n_kv_heads
+        if self.ffn_dim_multiplier is not None:
+            params["ffn_dim_multiplier"] = self.ffn_dim_multiplier
         return params
 
     @property
@@ -58,7 +65,10 @@ class LlmConfig:
         "int8" or "8da4w" anywhere in the checkpoint's path as "pre-quantized", so the
         quantization mode must not appear in it."""
         return (f"d{self.dim}-l{self.n_layers}-h{self.n_heads}-v{self.vocab_size}"
-                f"-f{self.hidden_dim}-s{self.max_seq_length}")
+                f"-f{self.hidden_dim}-s{self.max_seq_length}"
+                + (f"-kv{self.n_kv_heads}" if self.n_kv_heads else "")
+                + (f"-m{self.ffn_dim_multiplier}x{self.multiple_of}"
+                   if self.ffn_dim_multiplier else ""))
 
     def with_qmode(self, qmode: Optional[str]) -> "LlmConfig":
         suffix = qmode or "fp32"
@@ -79,7 +89,14 @@ WIDE = LlmConfig("d2048l4-8da4w", dim=2048, n_layers=4, n_heads=16, vocab_size=8
                  hidden_dim=5632)
 DEEP = LlmConfig("d256l24-8da4w", dim=256, n_layers=24, n_heads=8, vocab_size=32000,
                  hidden_dim=768)
-CONFIGS = {c.name: c for c in (TINY, STORIES15M, STORIES110M, WIDE, DEEP)}
+# Llama-3.2-1B's shape (dim 2048, 32 heads, 8 KV heads, FFN 8192, vocabulary 128256) with
+# N of its 16 layers; random weights, no download (issue 50)
+LLAMA32_1B = LlmConfig("llama3.2-1b-8da4w", dim=2048, n_layers=16, n_heads=32,
+                       vocab_size=128256, n_kv_heads=8, ffn_dim_multiplier=1.5,
+                       multiple_of=256)
+LLAMA32_1B_2L = dataclasses.replace(LLAMA32_1B, name="llama3.2-1b-2l-8da4w", n_layers=2)
+CONFIGS = {c.name: c for c in (TINY, STORIES15M, STORIES110M, WIDE, DEEP, LLAMA32_1B,
+                               LLAMA32_1B_2L)}
 
 
 def model_files(config: LlmConfig, folder: Path, seed: int = 0,

@@ -1,0 +1,81 @@
+"""ExecuTorch's ``export_llm`` at Llama-3.2-1B's shape, reference against fastlower, each run
+a new process: where the whole process's time goes, not only the lowering's (issue 50).
+
+``python benchmarks/production_size_run.py OUT.json WORK [--layers 2] [--runs SPEC]``
+
+``--runs`` lists the runs in order, comma-separated: ``reference`` (ExecuTorch),
+``cold`` (fastlower, an empty cache folder ``WORK/cache``), ``rerun`` (fastlower, the
+same folder again: a lowering-cache hit), ``reference-b`` / ``refit-b`` (checkpoint B,
+every weight different: ExecuTorch, and fastlower with the cache of checkpoint A). Each
+run records the whole process, the lowering window, export_llm's own stages
+(``tests/pipeline/timed.py``'s stage timers: model load, source transforms with torchao's
+quantization, the two ``torch.export`` calls, the ``.pte`` write), the peak RSS of the
+process and the peak PSS of its tree, and the ``.pte``'s digest. Random weights, seeded;
+no download.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import sys
+from pathlib import Path
+from typing import Dict, List
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from tests.pipeline.export_llm import LLAMA32_1B, run_export  # noqa: E402
+
+STAGES = ("load_model", "source_transform", "torch_export", "to_edge_transform_and_lower",
+          "to_executorch", "save_to_pte")
+
+
+def stage_seconds(calls: List[list]) -> Dict[str, float]:
+    """Seconds per stage name, summed over its calls (top-level calls only)."""
+    out: Dict[str, float] = {}
+    for name, start, end in calls:
+        if name in STAGES:
+            out[name] = out.get(name, 0.0) + end - start
+    return out
+
+
+def one_run(kind: str, config, work: Path, workers: int) -> dict:
+    impl = "reference" if kind.startswith("reference") else "fastlower"
+    seed = 1 if kind.endswith("-b") else 0
+    run = run_export(impl, config, work, workers=workers, seed=seed, timeout=7200,
+                     cache_dir=None if impl == "reference" else work / "cache")
+    record = dataclasses.asdict(run)
+    record.pop("memory_timeline")
+    record["kind"] = kind
+    record["stages"] = stage_seconds(run.calls)
+    if not run.ok:
+        print(run.log[-3000:], file=sys.stderr)
+    print(f"{kind}: rc {run.returncode} process {run.process_seconds:.1f} s, window "
+          f"{run.window_seconds:.1f} s, lowering cache {run.lowering_cache}, peak RSS "
+          f"{run.peak_rss_bytes / 2**20:,.0f} MiB, tree PSS {run.tree_peak_pss_bytes / 2**20:,.0f}"
+          f" MiB, pte {run.pte_sha256[:12]} ({run.pte_bytes:,} B); stages "
+          + ", ".join(f"{k} {v:.1f}" for k, v in record["stages"].items()), flush=True)
+    return record
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("out", type=Path)
+    parser.add_argument("work", type=Path)
+    parser.add_argument("--layers", type=int, default=2)
+    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--runs", default="reference,cold,rerun")
+    args = parser.parse_args()
+    config = dataclasses.replace(LLAMA32_1B, n_layers=args.layers,
+                                 name=f"llama3.2-1b-{args.layers}l-8da4w")
+    args.work.mkdir(parents=True, exist_ok=True)
+    results = []
+    for kind in args.runs.split(","):
+        results.append(one_run(kind, config, args.work, args.workers))
+        args.out.write_text(json.dumps({"config": dataclasses.asdict(config),
+                                        "runs": results}, indent=1))
+
+
+if __name__ == "__main__":
+    main()
