@@ -4,7 +4,7 @@ a new process: where the whole process's time goes, not only the lowering's (iss
 ``python benchmarks/production_size_run.py OUT.json WORK [--layers 2] [--runs SPEC]``
 
 ``--runs`` lists the runs in order, comma-separated: ``reference`` (ExecuTorch),
-``cold`` (fastlower, an empty cache folder ``WORK/cache``), ``rerun`` (fastlower, the
+``cold`` (fastlower, ``WORK/cache`` emptied first), ``rerun`` (fastlower, the
 same folder again: a lowering-cache hit), ``reference-b`` / ``refit-b`` (checkpoint B,
 every weight different: ExecuTorch, and fastlower with the cache of checkpoint A). Each
 run records the whole process, the lowering window, export_llm's own stages
@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import shutil
 import sys
 from pathlib import Path
 from typing import Dict, List
@@ -42,6 +43,8 @@ def stage_seconds(calls: List[list]) -> Dict[str, float]:
 
 def one_run(kind: str, config, work: Path, workers: int) -> dict:
     impl = "reference" if kind.startswith("reference") else "fastlower"
+    if kind == "cold":  # an empty cache folder, whatever ran before
+        shutil.rmtree(work / "cache", ignore_errors=True)
     seed = 1 if kind.endswith("-b") else 0
     run = run_export(impl, config, work, workers=workers, seed=seed, timeout=7200,
                      cache_dir=None if impl == "reference" else work / "cache")
@@ -49,13 +52,18 @@ def one_run(kind: str, config, work: Path, workers: int) -> dict:
     record.pop("memory_timeline")
     record["kind"] = kind
     record["stages"] = stage_seconds(run.calls)
+    record["stages_cpu"] = {}
+    for (name, _, _), cpu in zip(run.calls, run.calls_cpu_seconds):
+        if name in STAGES:
+            record["stages_cpu"][name] = record["stages_cpu"].get(name, 0.0) + cpu
     if not run.ok:
         print(run.log[-3000:], file=sys.stderr)
     print(f"{kind}: rc {run.returncode} process {run.process_seconds:.1f} s, window "
           f"{run.window_seconds:.1f} s, lowering cache {run.lowering_cache}, peak RSS "
           f"{run.peak_rss_bytes / 2**20:,.0f} MiB, tree PSS {run.tree_peak_pss_bytes / 2**20:,.0f}"
           f" MiB, pte {run.pte_sha256[:12]} ({run.pte_bytes:,} B); stages "
-          + ", ".join(f"{k} {v:.1f}" for k, v in record["stages"].items()), flush=True)
+          + ", ".join(f"{k} {v:.1f} (cpu {record['stages_cpu'].get(k, 0):.1f})"
+                      for k, v in record["stages"].items()), flush=True)
     return record
 
 

@@ -181,6 +181,7 @@ class ExportRun:
     fake_outputs: List[List[Any]] = dataclasses.field(default_factory=list)
     children_peak_rss_bytes: int = 0
     calls_peak_rss: List[List[int]] = dataclasses.field(default_factory=list)
+    calls_cpu_seconds: List[float] = dataclasses.field(default_factory=list)
     tree_peak_pss_bytes: int = 0
     sampled_peak_rss_bytes: int = 0
     tree_peak_processes: int = 0
@@ -256,6 +257,7 @@ def run_export(impl: str, config: LlmConfig, work: Path, *, cache_dir: Optional[
         fake_outputs=times.get("fake_outputs", []),
         children_peak_rss_bytes=times.get("children_peak_rss_bytes", 0),
         calls_peak_rss=times.get("calls_peak_rss", []),
+        calls_cpu_seconds=times.get("calls_cpu_seconds", []),
         tree_peak_pss_bytes=sampler.peak_tree_pss, sampled_peak_rss_bytes=sampler.peak_root_rss,
         tree_peak_processes=sampler.peak_processes,
         memory_timeline=[list(sample) for sample in sampler.timeline])
