@@ -47,6 +47,7 @@ IMPLEMENTATIONS: Dict[str, str] = {
     "to_executorch": "fastlower.cache:to_executorch",
     "_gen_edge_manager_for_partitioners":
         "fastlower.in_process.edge.stage:gen_edge_manager_for_partitioners",
+    "_choose_qparams_and_quantize_scale_only_hqq": "fastlower.cache.quantized:choose_qparams_hqq",
 }
 
 

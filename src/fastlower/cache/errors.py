@@ -42,3 +42,27 @@ class ExecutionProgramsUnavailable(RuntimeError):
     """``exported_program()`` of a ``to_executorch()`` served from the lowering cache could
     not be made again: the ``EdgeProgramManager`` changed in place since, or a new run
     gave another ``.pte`` (the message says which)."""
+
+
+class QuantizationCacheVerificationError(CacheVerificationError):
+    """Verify mode: a weight's cached torchao quantization differs from a fresh one.
+
+    ``difference`` names the tensor (``qdata`` or ``scale``); ``key`` is the entry's key.
+    """
+
+    def __init__(self, difference: str, key: str, cache_dir: str):
+        super().__init__(
+            f"the cached quantization of a weight differs from a fresh one: its {difference} "
+            f"(key {key}, cache {cache_dir}); torchao's function is not deterministic here, "
+            "or the key misses an input")
+        self.difference = difference
+        self.key = key
+        self.cache_dir = cache_dir
+
+    def __reduce__(self):
+        return _rebuild_quantized, (self.difference, self.key, self.cache_dir)
+
+
+def _rebuild_quantized(difference: str, key: str, cache_dir: str
+                       ) -> QuantizationCacheVerificationError:
+    return QuantizationCacheVerificationError(difference, key, cache_dir)

@@ -38,6 +38,7 @@ class EntryPoint:
     module: str
     name: str
     owner: Optional[str] = None
+    optional: bool = False  # not ExecuTorch's: skipped where its module or name is missing
 
     def owner_class(self) -> Optional[type]:
         """The class whose attribute the reference is (None for a module function)."""
@@ -68,6 +69,10 @@ ENTRY_POINTS: Tuple[EntryPoint, ...] = (
     # the edge stage inside to_edge_transform_and_lower (fastlower.in_process.edge: the retraces
     # that change nothing skipped); routed by fastlower's to_edge_transform_and_lower
     EntryPoint("executorch.exir.program._program", "_gen_edge_manager_for_partitioners"),
+    # torchao's HQQ quantization of a weight (export_llm's 8da4w source transform), served
+    # from the cache folder for a weight it has quantized before (fastlower.cache.quantized)
+    EntryPoint("torchao.quantization.quant_primitives",
+               "_choose_qparams_and_quantize_scale_only_hqq", optional=True),
 )
 
 
@@ -104,9 +109,15 @@ def _make_dispatcher(name: str, reference: Callable[..., Any]) -> Callable[..., 
 def _bind_entry(entry: EntryPoint) -> None:
     if entry.name in _BOUND:
         raise ValueError(f"two entry points named {entry.name!r}")
-    owner = entry.owner_class()
-    reference = (getattr(importlib.import_module(entry.module), entry.name) if owner is None
-                 else owner.__dict__[entry.name])
+    try:
+        owner = entry.owner_class()
+        reference = (getattr(importlib.import_module(entry.module), entry.name)
+                     if owner is None else owner.__dict__[entry.name])
+    except (ImportError, AttributeError, KeyError):
+        if entry.optional:  # another torchao: nothing to stand in for
+            log.debug("entry point %s.%s not found: not routed", entry.module, entry.name)
+            return
+        raise
     if getattr(reference, "__fastlower_dispatcher__", False):  # fastlower.patch reloaded
         reference = reference.__wrapped__
     if str(getattr(reference, "__module__", "")).split(".")[0] == "fastlower":
@@ -138,7 +149,9 @@ def _sites(entry: EntryPoint, value: object) -> List[Any]:
 
 def _rebind_locked(to_dispatcher: bool) -> None:
     for entry in ENTRY_POINTS:
-        bound = _BOUND[entry.name]
+        bound = _BOUND.get(entry.name)
+        if bound is None:  # an optional entry point this process does not have
+            continue
         old, new = ((bound.reference, bound.dispatcher) if to_dispatcher
                     else (bound.dispatcher, bound.reference))
         for module in _sites(entry, old):
