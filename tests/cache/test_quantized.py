@@ -24,6 +24,10 @@ torchao_primitives = pytest.importorskip("torchao.quantization.quant_primitives"
 REFERENCE = fastlower.patch.reference_of(quantized.REFERENCE_NAME)
 
 
+class _Subclass(torch.Tensor):
+    pass
+
+
 def _weight(seed: int = 0, rows: int = 256, cols: int = 512) -> torch.Tensor:
     torch.manual_seed(seed)
     return torch.randn(rows, cols)
@@ -99,13 +103,25 @@ def test_every_input_is_in_the_key(tmp_path, change):
     assert _same(got, REFERENCE(*args, **kwargs)), change
 
 
-@pytest.mark.parametrize("case", ["stochastic", "requires grad", "small", "nan"])
+def test_a_models_parameter_is_served(tmp_path):
+    """export_llm's weights are ``nn.Parameter`` s that require grad: torchao runs under
+    ``no_grad``, so the result is the same, and a hit gives it."""
+    weight = torch.nn.Parameter(_weight())
+    expected = REFERENCE(weight, [1, 32], -8, 7)
+    assert not any(t.requires_grad for t in expected)
+    _through_fastlower(tmp_path, weight)
+    got, counted = _through_fastlower(tmp_path, torch.nn.Parameter(_weight()))
+    assert counted["hit"] == 1 and _same(got, expected)
+    assert not any(t.requires_grad for t in got)
+
+
+@pytest.mark.parametrize("case", ["stochastic", "subclass", "small", "nan"])
 def test_what_is_never_served(tmp_path, case):
     weight, kwargs = _weight(), {}
     if case == "stochastic":  # random numbers: never the same twice
         kwargs = {"stochastic": True}
-    elif case == "requires grad":
-        weight = weight.requires_grad_()
+    elif case == "subclass":  # a tensor subclass may compute otherwise
+        weight = weight.as_subclass(_Subclass)
     elif case == "small":
         weight = weight[:8, :64].clone()
     elif case == "nan":  # NaN quantizes outside [qmin, qmax]: not kept as int8

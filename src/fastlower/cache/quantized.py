@@ -13,8 +13,9 @@ same inputs: the same tensors, bit for bit.
 The premise and its guards:
 
 * no randomness: ``stochastic=True`` draws random numbers, so it always runs;
-* only a plain CPU tensor of a floating dtype is keyed (a subclass, fake or meta tensor,
-  or a tensor that requires grad runs the function);
+* only a plain CPU tensor (or ``nn.Parameter``: a model's weight) of a floating dtype is
+  keyed (a subclass, fake or meta tensor runs the function); ``requires_grad`` is not
+  read: the function runs under ``torch.no_grad``, its outputs never require grad;
 * the key holds every value the function reads: the weight's bytes (xxh3-128), dtype and
   shape, ``block_size``, ``qmin``, ``qmax``, ``iters``, ``early_stop_tol``; and what
   computes it: torch's and torchao's versions, the function's source, torch's CPU
@@ -104,8 +105,8 @@ def _code_identity() -> str:
 
 
 def _keyable(hp_tensor: Any, block_size: Any, qmin: Any, qmax: Any, stochastic: Any) -> bool:
-    return (type(hp_tensor) is torch.Tensor and hp_tensor.device.type == "cpu"
-            and hp_tensor.layout == torch.strided and not hp_tensor.requires_grad
+    return (type(hp_tensor) in (torch.Tensor, torch.nn.Parameter)
+            and hp_tensor.device.type == "cpu" and hp_tensor.layout == torch.strided
             and hp_tensor.dtype in _FLOATS and hp_tensor.numel() >= MIN_ELEMENTS
             and hp_tensor.ndim == 2 and stochastic is False
             and isinstance(block_size, (list, tuple)) and len(block_size) == 2
