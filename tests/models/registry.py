@@ -318,6 +318,7 @@ MODEL_CASES: Dict[str, ModelCase] = {
             lambda: build_llama_case(4),
             runtime=True,
             paths=("manager",),
+            slow=True,  # llama1_xnnpack's decoder, deeper: the default run has llama1's
         ),
         ModelCase(
             "llama4_xnnpack_slow",
