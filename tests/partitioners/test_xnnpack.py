@@ -19,7 +19,7 @@ from fastlower.examples.llama import edge_llama
 from fastlower.partitioners import native
 from tests.differential import harness as H
 from tests.models.basic import build_llama_case
-from tests.models.registry import MODEL_CASES
+from tests.models.registry import MODEL_CASES, SECOND_CASES
 
 
 @pytest.fixture(autouse=True)
@@ -70,13 +70,14 @@ def test_decoder_tags_large(n_layers):
     assert _same_tags(XnnpackPartitioner(), program) > n_layers
 
 
-# large decoders are covered by the decoder tests above
+# large decoders are covered by the decoder tests above; SECOND_CASES by a case of their kind
 _SLOW_MODELS = {"llama4_xnnpack"}
 
 
 def _cases():
     return [pytest.param(name,
-                         marks=[pytest.mark.slow] if case.slow or name in _SLOW_MODELS else [])
+                         marks=[pytest.mark.slow]
+                         if case.slow or name in _SLOW_MODELS or name in SECOND_CASES else [])
             for name, case in MODEL_CASES.items()]
 
 

@@ -9,9 +9,8 @@ weight (a constant computed from values), is refused and lowered for real. Every
 ``.pte`` is compared with ExecuTorch's lowering of the same weights. Verify mode lowers
 B for real as well and compares the programs.
 
-The default run refits the export_llm model class in 8da4w (and one changed weight of
-it), refits the Hugging Face decoder in fp32 in verify mode, and refuses the conv net;
-the other family and mode pairs run with ``-m slow``.
+The default run refits the export_llm model class in 8da4w and refuses the conv net; the
+other family and mode pairs, one changed weight and verify mode run with ``-m slow``.
 """
 
 from __future__ import annotations
@@ -30,8 +29,7 @@ from tests.structure.models import lower
 from tests.structure.refit_checkpoint import program_of
 
 ROOT = Path(__file__).resolve().parents[2]
-# the default run: each family once, both quantization modes (the Hugging Face decoder's
-# fp32 refit in verify mode, below); the rest with -m slow
+# the default run: a decoder refit (8da4w) and the conv net refused; the rest with -m slow
 DEFAULT = {("executorch_llama", "8da4w"), ("conv", "fp32")}
 CASES = [pytest.param(family, qmode, marks=() if (family, qmode) in DEFAULT else pytest.mark.slow)
          for family in ("executorch_llama", "hf_llama", "conv") for qmode in ("fp32", "8da4w")]
@@ -85,6 +83,7 @@ def test_a_new_checkpoint_is_refit_byte_for_byte(tmp_path, family, qmode):
         assert third["pte"] == _reference(family, qmode, 2)
 
 
+@pytest.mark.slow
 def test_one_changed_weight_remakes_one_delegate(tmp_path):
     cache = tmp_path / "cache"
     _in_process(tmp_path, cache, "executorch_llama", "8da4w", 0)
@@ -95,6 +94,7 @@ def test_one_changed_weight_remakes_one_delegate(tmp_path):
     assert moved["pte"] == _reference("executorch_llama", "8da4w", 0, one_weight=True)
 
 
+@pytest.mark.slow
 def test_verify_mode_lowers_the_refit_checkpoint_again_and_compares(tmp_path):
     cache = tmp_path / "cache"
     _in_process(tmp_path, cache, "hf_llama", "fp32", 0)
