@@ -18,10 +18,9 @@ from fastlower.fake_outputs import compare, delegates, quant_ops
 from fastlower.fake_outputs.scope import Scope
 from tests.edge.models import aten_program, partitioners
 
-DEFAULT = [("executorch_llama-dynamic", "dq+xnnpack"), ("conv", "xnnpack"),
-           ("hf_llama", "xnnpack")]
+DEFAULT = [("executorch_llama-dynamic", "dq+xnnpack"), ("conv", "xnnpack")]
 SLOW = [("executorch_llama", "dq+xnnpack"), ("hf_llama-dynamic", "dq+xnnpack"),
-        ("conv", "dq+xnnpack")]
+        ("conv", "dq+xnnpack"), ("hf_llama", "xnnpack")]
 
 
 def _pte(family: str, setup: str, fastlower: bool):

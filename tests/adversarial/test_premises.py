@@ -73,7 +73,8 @@ CASES = {
 
 # a second case of a premise the default run already breaks: run with -m slow
 SLOW = {"every bias zero", "a divisor equal to a literal", "an integer buffer equal to a literal",
-        "a zero group scale, 8da4w", "tied weights in one block"}
+        "a zero group scale, 8da4w", "tied weights in one block",
+        "cached template, then trained biases", "uniform convolution weights"}
 
 
 def _run(jobs: List[Dict[str, Any]], path: Path, env_extra: Dict[str, str]) -> List[Dict]:

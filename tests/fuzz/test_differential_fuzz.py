@@ -1,7 +1,7 @@
 """Differential fuzz: random programs x random partitioners, reference vs fastlower.
 
 Default run: ``DEFAULT_CASES // oracle.CASES_PER_PROGRAM`` programs x
-``oracle.CASES_PER_PROGRAM`` partitioner cases each (104 cases, about 45 s on 2 cores).
+``oracle.CASES_PER_PROGRAM`` partitioner cases each (52 cases).
 Slow mode: ``pytest -m slow tests/fuzz`` runs 1,200 cases (CI runs it after the default
 run); the long run of 5,000 (about an hour) or any number with ``FASTLOWER_FUZZ_CASES=<n>``.
 
@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 
 from tests.fuzz import oracle
 
-DEFAULT_CASES = 104
+DEFAULT_CASES = 52
 SLOW_CASES = 1200
 _ENV_CASES = os.environ.get("FASTLOWER_FUZZ_CASES")
 

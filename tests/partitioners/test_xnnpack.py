@@ -141,7 +141,8 @@ _USER_MODELS = ["executorch_llama", "hf_llama", "hf_gpt2"]
 
 
 @pytest.mark.parametrize("name", _USER_MODELS)
-@pytest.mark.parametrize("n_layers", [1, 2, pytest.param(4, marks=pytest.mark.slow)])
+@pytest.mark.parametrize("n_layers", [1, pytest.param(2, marks=pytest.mark.slow),
+                                      pytest.param(4, marks=pytest.mark.slow)])
 def test_user_model_tags_plain_to_edge(name, n_layers, native_calls):
     pytest.importorskip("transformers")
     from fastlower.examples.user_models import edge_program

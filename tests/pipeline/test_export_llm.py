@@ -5,9 +5,9 @@ The tiny config in the default run: the reference (plain ``python``), then
 ``.pte`` files must be byte-identical; the first fastlower process misses every
 partition and stores the whole lowering, the second is served the whole
 ``to_edge_transform_and_lower`` from the lowering cache (no partitioner, no
-``preprocess``). fastlower's fake outputs in verify mode on the same program give the
-reference's ``.pte`` too (one reference export of the tiny config serves both). In slow
-mode, a checkpoint with one weight changed misses the lowering cache and takes every
+``preprocess``). In slow mode, fastlower's fake outputs in verify mode on the same
+program give the reference's ``.pte`` too (one reference export of the tiny config serves
+both), and a checkpoint with one weight changed misses the lowering cache and takes every
 other partition from the preprocess cache. The stories15M-size
 and unquantized configs run in slow mode; the timings are benchmarks
 (``benchmarks/test_export_llm_bench.py``).
@@ -60,6 +60,7 @@ def test_export_llm_identical_pte_and_warm_cache(config, tmp_path, request):
     assert (warm.cache_hits, warm.cache_misses) == (0, 0)
 
 
+@pytest.mark.slow  # fake outputs in verify mode: tests/test_fake_outputs.py in the default run
 def test_export_llm_quantized_in_verify_mode_gives_the_reference_pte(tiny_reference, tmp_path):
     """fastlower.fake_outputs on export_llm's program (8da4w: torchao's quantization
     operators; dynamic shapes; two XNNPACK partitioners), in its own process, in verify
