@@ -23,6 +23,48 @@ for p in reversed(_paths):
         sys.path.insert(0, p)
 
 
+def pytest_xdist_auto_num_workers(config):
+    """``-n auto``: half as many workers again as cores (3 on 2 cores).
+
+    A quarter of the suite's wall time on 2 cores is spent waiting (a subprocess's
+    interpreter start, a hung child's deadline, servers and clusters starting), so a third
+    worker runs tests in that time; ``PYTEST_XDIST_AUTO_NUM_WORKERS`` still decides when
+    set (pytest-xdist's own hook reads it)."""
+    if os.environ.get("PYTEST_XDIST_AUTO_NUM_WORKERS"):
+        return None
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    return max(1, (cores or 1) * 3 // 2)
+
+
+# The longest modules (measured, longest first) are handed to workers first: with
+# --dist loadscope a module runs whole on one worker, and a long one started last would
+# keep its worker busy while the others stand idle (longest-processing-time-first).
+LONG_MODULES = [
+    "tests/pipeline/test_export_llm.py",
+    "tests/differential/test_lowering.py",
+    "tests/conformance/test_reference_suite.py",
+    "tests/adversarial/test_premises.py",
+    "tests/partitioners/test_xnnpack.py",
+    "tests/cache/test_forgery.py",
+    "tests/structure/test_refit.py",
+    "tests/cli/test_load.py",
+    "tests/cache/test_safety.py",
+    "tests/cache/test_detached.py",
+    "tests/test_fake_outputs.py",
+    "tests/test_docs.py",
+    "tests/test_determinism.py",
+    "tests/structure/test_new_checkpoint.py",
+    "tests/differential/test_errors.py",
+    "tests/structure/test_classes_differential.py",
+]
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(session, config, items):
+    rank = {module: k for k, module in enumerate(LONG_MODULES)}
+    items.sort(key=lambda item: rank.get(item.nodeid.split("::", 1)[0], len(rank)))
+
+
 @pytest.fixture(scope="session", autouse=True)
 def _core_handed_over():
     """Tests that drive ``fastlower._core`` directly (even under FASTLOWER_FORCE_PYTHON=1,

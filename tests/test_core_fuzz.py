@@ -4,9 +4,9 @@
   ``fuzz/make_corpus.py`` from real encoded graphs) replays without a crash or a
   core/twin mismatch;
 * the byte format decodes what its writer wrote;
-* the fuzzer itself runs for ``FASTLOWER_FUZZ_SECONDS`` (default 40) from the
-  corpus in a subprocess and must exit cleanly: a crash of the interpreter, an
-  undocumented exception or a core/twin disagreement fails the test and leaves
+* the fuzzer itself runs for ``FASTLOWER_FUZZ_SECONDS`` (default 15; 120 in the
+  ``slow`` set) from the corpus in a subprocess and must exit cleanly: a crash of
+  the interpreter, an undocumented exception or a core/twin disagreement fails the test and leaves
   the input in the test's temporary directory (replay it with
   ``.venv/bin/python fuzz/fuzz_core.py <file>``).
 """
@@ -26,7 +26,8 @@ atheris = pytest.importorskip("atheris", reason="atheris is not installed (pip i
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 FUZZ_DIR = os.path.join(ROOT, "fuzz")
 CORPUS = os.path.join(FUZZ_DIR, "corpus")
-SECONDS = int(os.environ.get("FASTLOWER_FUZZ_SECONDS", "40"))
+SECONDS = int(os.environ.get("FASTLOWER_FUZZ_SECONDS", "15"))
+SLOW_SECONDS = 120
 
 
 @pytest.fixture(scope="module")
@@ -103,12 +104,21 @@ def rss_limit_mb(headroom_mb: int = 4096) -> int:
 
 def test_fuzzer_runs_clean(tmp_path):
     """Bounded atheris run from the committed corpus (new inputs go to tmp_path, not the corpus)."""
+    _fuzz(tmp_path, SECONDS)
+
+
+@pytest.mark.slow
+def test_fuzzer_runs_clean_longer(tmp_path):
+    _fuzz(tmp_path, SLOW_SECONDS)
+
+
+def _fuzz(tmp_path, seconds: int) -> None:
     new_inputs = tmp_path / "new"
     new_inputs.mkdir()
     cmd = [sys.executable, os.path.join(FUZZ_DIR, "fuzz_core.py"), str(new_inputs), CORPUS,
-           f"-max_total_time={SECONDS}", "-timeout=30", f"-rss_limit_mb={rss_limit_mb()}",
+           f"-max_total_time={seconds}", "-timeout=30", f"-rss_limit_mb={rss_limit_mb()}",
            f"-artifact_prefix={tmp_path}/", "-print_final_stats=1"]
-    proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=SECONDS + 300)
+    proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=seconds + 300)
     log = "\n".join(line for line in (proc.stdout + proc.stderr).splitlines()
                     if not line.startswith("INFO: Instrumenting"))
     artifacts = [p.name for p in tmp_path.iterdir()

@@ -2,10 +2,13 @@
 outputs are read off its original program and a torchao quantization operator's are
 remembered by its inputs' metadata, instead of re-running them; the ``.pte``,
 debug-handle and delegate maps are ExecuTorch's, and verify mode (both, compared) finds
-no difference, across model families, both XNNPACK set-ups, dynamic shapes and
-``export_llm``'s 8da4w program."""
+no difference, across model families, both XNNPACK set-ups and dynamic shapes
+(``export_llm``'s 8da4w program in verify mode: ``tests/pipeline/test_export_llm.py``,
+beside the reference export it shares)."""
 
 from __future__ import annotations
+
+import functools
 
 import pytest
 import torch
@@ -16,10 +19,9 @@ from fastlower.in_process.fake_outputs import compare, delegates, quant_ops
 from fastlower.in_process.fake_outputs.scope import Scope
 from tests.edge.models import aten_program, partitioners
 
-DEFAULT = [("executorch_llama-dynamic", "dq+xnnpack"), ("conv", "xnnpack"),
-           ("hf_llama", "xnnpack")]
+DEFAULT = [("executorch_llama-dynamic", "dq+xnnpack"), ("conv", "xnnpack")]
 SLOW = [("executorch_llama", "dq+xnnpack"), ("hf_llama-dynamic", "dq+xnnpack"),
-        ("conv", "dq+xnnpack")]
+        ("conv", "dq+xnnpack"), ("hf_llama", "xnnpack")]
 
 
 def _pte(family: str, setup: str, fastlower: bool):
@@ -34,10 +36,16 @@ def _pte(family: str, setup: str, fastlower: bool):
         return manager.to_executorch()
 
 
+@functools.lru_cache(maxsize=None)
+def _reference(family: str, setup: str):
+    """ExecuTorch's lowering of a case, made once for the module's tests of that case."""
+    return _pte(family, setup, fastlower=False)
+
+
 def _same_as_reference(family: str, setup: str, mode: str, monkeypatch) -> None:
     monkeypatch.delenv("FASTLOWER_CACHE_DIR", raising=False)
     monkeypatch.setenv("FASTLOWER_FAKE_OUTPUTS", mode)
-    reference = _pte(family, setup, fastlower=False)
+    reference = _reference(family, setup)
     fast = _pte(family, setup, fastlower=True)
     assert fake_outputs.LAST.delegates_reused > 0  # the shortcut was taken, not only the fallback
     assert fast.buffer == reference.buffer
@@ -127,22 +135,6 @@ def test_a_difference_in_verify_mode_is_a_typed_error():
     assert compare.outputs_difference(tuple(recorded), list(recorded)) is not None
     assert "output 1" in compare.outputs_difference(
         tuple(recorded), (recorded[0], recorded[0].unsqueeze(0)))
-
-
-def test_export_llm_quantized_in_verify_mode_gives_the_reference_pte(tmp_path):
-    """export_llm's program (8da4w: torchao's quantization operators; dynamic shapes;
-    two XNNPACK partitioners), in its own process, in verify mode: no difference, and
-    both shortcuts taken in the edge stage and in to_executorch."""
-    from tests.pipeline.export_llm import TINY, run_export
-
-    reference = run_export("reference", TINY, tmp_path)
-    checked = run_export("fastlower", TINY, tmp_path, workers=2,
-                         extra_env={"FASTLOWER_FAKE_OUTPUTS": "verify"})
-    assert reference.ok and checked.ok, checked.log
-    assert checked.pte_sha256 == reference.pte_sha256
-    counts = {name: rest for name, *rest in checked.fake_outputs}
-    assert counts["to_edge_transform_and_lower"][2] > 0  # quantization operators remembered
-    assert counts["to_executorch"][0] > 0  # delegate calls read off their programs
 
 
 def test_a_quant_op_key_holds_metadata_and_plain_values_only():

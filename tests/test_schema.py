@@ -139,6 +139,7 @@ def test_built_core_agrees():
     assert len(core.group_by_tag([], s.MAX_TAGS)) == s.MAX_TAGS
 
 
+@pytest.mark.slow  # mypy's stubtest, half a minute; CI's mypy step checks the stub's users
 def test_core_stub_matches_the_extension():
     """``_core.pyi`` names every function, class, method and property of the built
     extension, with its parameters (mypy's stubtest; skipped without a build)."""

@@ -4,7 +4,8 @@ and with fastlower's default mode in one new process, one cache folder for all s
 (so later seeds derive with templates, and are refit from entries, of earlier ones),
 and every ``.pte`` (or error) must be ExecuTorch's.
 
-The default run takes seeds 0-19; ``-m slow`` takes 20-99. Other ranges by hand:
+The default run takes seeds 0-4 (seed 4 is refit, 2 and 3 derive); ``-m slow`` takes
+5-99. Other ranges by hand:
 ``python -m tests.adversarial.run fuzz OUT.json FIRST STOP CACHE_DIR``
 (docs/testing.md, "The adversarial fuzzer").
 """
@@ -43,9 +44,9 @@ def _check(results: list, first: int, stop: int) -> None:
 
 
 def test_fixed_seed_range(tmp_path):
-    _check(_fuzz(tmp_path, 0, 20), 0, 20)
+    _check(_fuzz(tmp_path, 0, 5), 0, 5)
 
 
 @pytest.mark.slow
 def test_more_seeds(tmp_path):
-    _check(_fuzz(tmp_path, 20, 100), 20, 100)
+    _check(_fuzz(tmp_path, 5, 100), 5, 100)

@@ -234,7 +234,16 @@ def lower_twice(folder: Path, tmp_path: Path, **options) -> dict:
                           **options)
 
 
-@pytest.mark.parametrize("attack", list(ATTACKS))
+# a second attack on a defence the default run already attacks: run with -m slow
+SLOW_ATTACKS = {"values overwritten with a bare pickle",  # as "diskcache pickle mode"
+                "keys pickled", "keys pickled, then each cache cleared",  # as "diskcache..."
+                "preprocess payloads pickled, header and MAC made",  # as "lowering info..."
+                "MACs truncated", "entries swapped between keys",  # as "MACs flipped"
+                "value files are pipes"}  # as "value files outside the folder"
+
+
+@pytest.mark.parametrize("attack", [pytest.param(a, marks=pytest.mark.slow)
+                                    if a in SLOW_ATTACKS else a for a in ATTACKS])
 def test_a_forged_folder_runs_no_code_and_lowers_as_executorch(attack, filled, tmp_path):
     folder = copy_of(filled, tmp_path)
     marker = tmp_path / "code-ran"
@@ -276,7 +285,7 @@ def _key_file(path: Path, mode: int, data: bytes = b"a" * 64) -> Path:
 
 @pytest.mark.parametrize("mode, data, why", [
     (0o644, b"a" * 64, "open to other users"),
-    (0o620, b"a" * 64, "open to other users"),
+    pytest.param(0o620, b"a" * 64, "open to other users", marks=pytest.mark.slow),
     (0o600, b"short", "holds 5 bytes"),
 ])
 def test_a_key_file_not_in_order_means_no_cache(mode, data, why, tmp_path):

@@ -17,14 +17,14 @@ import pytest
 from fastlower.cache import entry
 from fastlower.cache.trust.seal import Seal
 from tests.differential import harness as H
-from tests.models.registry import MODEL_CASES
+from tests.models.registry import MODEL_CASES, SECOND_CASES
 
 
 def _params():
     for case in MODEL_CASES.values():
         path = next(p for p in case.paths if p != "etl") if any(
             p != "etl" for p in case.paths) else "etl"
-        marks = [pytest.mark.slow] if case.slow else []
+        marks = [pytest.mark.slow] if case.slow or case.name in SECOND_CASES else []
         yield pytest.param(case, path, id=case.name, marks=marks)
 
 

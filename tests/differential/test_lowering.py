@@ -9,10 +9,27 @@ from tests.differential import harness as H
 from tests.models.registry import MODEL_CASES
 
 
+# paths a case shares with cases of its kind that run them in the default run: -m slow
+# (every path and every case stay in the default run, each path with several cases)
+SLOW_PATHS = {
+    "chain_xnnpack_adds_then_xnnpack": {"spec", "manager"},  # chain_addmul_then_xnnpack's
+    "chain_three_partitioners": {"spec", "manager"},
+    "multimethod_preprocess_all": {"spec"},  # multimethod_xnnpack's
+    "shared_param_xnnpack": {"manager"},
+    "conv_relu_tan_split": {"manager"},  # conv_relu_tan's
+    "cond_demo": {"manager"},  # cond_xnnpack's
+    "map_demo": {"manager"},  # map_xnnpack's
+    "list_arg_const_untagged": {"manager"},  # list_arg_const_xnnpack's
+    "output_with_unknown_tag": {"manager"},
+    "output_and_owned_param_and_buffer": {"manager"},  # output_and_owned_param's
+}
+
+
 def _params():
     for case in MODEL_CASES.values():
         for path in case.paths:
-            marks = [pytest.mark.slow] if case.slow else []
+            slow = case.slow or path in SLOW_PATHS.get(case.name, ())
+            marks = [pytest.mark.slow] if slow else []
             yield pytest.param(case, path, id=f"{case.name}-{path}", marks=marks)
 
 

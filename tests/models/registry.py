@@ -318,6 +318,7 @@ MODEL_CASES: Dict[str, ModelCase] = {
             lambda: build_llama_case(4),
             runtime=True,
             paths=("manager",),
+            slow=True,  # llama1_xnnpack's decoder, deeper: the default run has llama1's
         ),
         ModelCase(
             "llama4_xnnpack_slow",
@@ -493,4 +494,20 @@ def normalize_message(msg: str) -> str:
 SEED_DEPENDENT_ERROR_CASES: Dict[str, Callable[[], Built]] = {
     "tagged_inputs_and_shared_buffer": build_tagged_inputs_and_shared_buffer(edit_cat=False),
     "tagged_inputs_and_shared_buffer_edited": build_tagged_inputs_and_shared_buffer(edit_cat=True),
+}
+
+
+# Cases of a kind another (default-run) case already has: the per-case sweeps of the cache
+# round trip (tests/cache/test_roundtrip.py) and the partitioners' tags
+# (tests/partitioners/test_xnnpack.py) run them with -m slow only. case -> the case of its kind
+SECOND_CASES: Dict[str, str] = {
+    "conv_relu_tan_split": "conv_relu_tan",
+    "cond_demo": "cond_xnnpack",
+    "map_demo": "map_xnnpack",
+    "list_arg_const_untagged": "list_arg_const_xnnpack",
+    "output_with_unknown_tag": "missing_tag",
+    "output_and_owned_param_and_buffer": "output_and_owned_param",
+    "chain_xnnpack_adds_then_xnnpack": "chain_addmul_then_xnnpack",
+    "chain_three_partitioners": "chain_addmul_then_xnnpack",
+    "multimethod_preprocess_all": "multimethod_xnnpack",
 }

@@ -19,7 +19,7 @@ from fastlower.frontends.examples.llama import edge_llama
 from fastlower.partitioners import native
 from tests.differential import harness as H
 from tests.models.basic import build_llama_case
-from tests.models.registry import MODEL_CASES
+from tests.models.registry import MODEL_CASES, SECOND_CASES
 
 
 @pytest.fixture(autouse=True)
@@ -70,13 +70,14 @@ def test_decoder_tags_large(n_layers):
     assert _same_tags(XnnpackPartitioner(), program) > n_layers
 
 
-# large decoders are covered by the decoder tests above
+# large decoders are covered by the decoder tests above; SECOND_CASES by a case of their kind
 _SLOW_MODELS = {"llama4_xnnpack"}
 
 
 def _cases():
     return [pytest.param(name,
-                         marks=[pytest.mark.slow] if case.slow or name in _SLOW_MODELS else [])
+                         marks=[pytest.mark.slow]
+                         if case.slow or name in _SLOW_MODELS or name in SECOND_CASES else [])
             for name, case in MODEL_CASES.items()]
 
 
@@ -140,7 +141,8 @@ _USER_MODELS = ["executorch_llama", "hf_llama", "hf_gpt2"]
 
 
 @pytest.mark.parametrize("name", _USER_MODELS)
-@pytest.mark.parametrize("n_layers", [1, 2, pytest.param(4, marks=pytest.mark.slow)])
+@pytest.mark.parametrize("n_layers", [1, pytest.param(2, marks=pytest.mark.slow),
+                                      pytest.param(4, marks=pytest.mark.slow)])
 def test_user_model_tags_plain_to_edge(name, n_layers, native_calls):
     pytest.importorskip("transformers")
     from fastlower.frontends.examples.user_models import edge_program

@@ -5,8 +5,10 @@ The tiny config in the default run: the reference (plain ``python``), then
 ``.pte`` files must be byte-identical; the first fastlower process misses every
 partition and stores the whole lowering, the second is served the whole
 ``to_edge_transform_and_lower`` from the lowering cache (no partitioner, no
-``preprocess``). In slow mode, a checkpoint with one weight changed misses the
-lowering cache and takes every other partition from the preprocess cache. The stories15M-size
+``preprocess``). In slow mode, fastlower's fake outputs in verify mode on the same
+program give the reference's ``.pte`` too (one reference export of the tiny config serves
+both), and a checkpoint with one weight changed misses the lowering cache and takes every
+other partition from the preprocess cache. The stories15M-size
 and unquantized configs run in slow mode; the timings are benchmarks
 (``benchmarks/test_export_llm_bench.py``).
 """
@@ -18,8 +20,17 @@ import pytest
 from .export_llm import STORIES15M, TINY, run_export
 
 
-def _reference_then_cold_then_warm(config, tmp_path):
-    reference = run_export("reference", config, tmp_path)
+@pytest.fixture(scope="module")
+def tiny_reference(tmp_path_factory):
+    """ExecuTorch's export of the tiny config, made once for the module's tests."""
+    reference = run_export("reference", TINY, tmp_path_factory.mktemp("tiny-reference"))
+    assert reference.ok, reference.log
+    return reference
+
+
+def _reference_then_cold_then_warm(config, tmp_path, reference=None):
+    if reference is None:
+        reference = run_export("reference", config, tmp_path)
     assert reference.ok, reference.log
     cache = tmp_path / "cache"
     cold = run_export("fastlower", config, tmp_path, workers=2, cache_dir=cache)
@@ -39,13 +50,28 @@ def _reference_then_cold_then_warm(config, tmp_path):
     pytest.param(TINY.with_qmode(None), marks=pytest.mark.slow),
     pytest.param(STORIES15M, marks=pytest.mark.slow),
 ], ids=lambda c: c.name)
-def test_export_llm_identical_pte_and_warm_cache(config, tmp_path):
-    _, cold, warm = _reference_then_cold_then_warm(config, tmp_path)
+def test_export_llm_identical_pte_and_warm_cache(config, tmp_path, request):
+    reference = request.getfixturevalue("tiny_reference") if config == TINY else None
+    _, cold, warm = _reference_then_cold_then_warm(config, tmp_path, reference)
     assert cold.lowering_cache == ["miss"]
     assert cold.cache_misses > 0 and cold.cache_hits == 0
     # the whole call from the lowering cache: to_backend never ran
     assert warm.lowering_cache == ["hit"]
     assert (warm.cache_hits, warm.cache_misses) == (0, 0)
+
+
+@pytest.mark.slow  # fake outputs in verify mode: tests/test_fake_outputs.py in the default run
+def test_export_llm_quantized_in_verify_mode_gives_the_reference_pte(tiny_reference, tmp_path):
+    """fastlower.fake_outputs on export_llm's program (8da4w: torchao's quantization
+    operators; dynamic shapes; two XNNPACK partitioners), in its own process, in verify
+    mode: no difference, and both shortcuts taken in the edge stage and in to_executorch."""
+    checked = run_export("fastlower", TINY, tmp_path, workers=2,
+                         extra_env={"FASTLOWER_FAKE_OUTPUTS": "verify"})
+    assert checked.ok, checked.log
+    assert checked.pte_sha256 == tiny_reference.pte_sha256
+    counts = {name: rest for name, *rest in checked.fake_outputs}
+    assert counts["to_edge_transform_and_lower"][2] > 0  # quantization operators remembered
+    assert counts["to_executorch"][0] > 0  # delegate calls read off their programs
 
 
 # a weight of a quantized linear (layer 0's feed-forward down projection): its
