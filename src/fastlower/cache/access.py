@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import logging
 import warnings
-from typing import Any, BinaryIO, Callable, Dict, Optional, Sequence, Tuple
+from typing import Any, BinaryIO, Callable, Dict, Mapping, Optional, Sequence, Tuple
 
 from ..preprocess.cache import CacheWarning
 from ..preprocess.folder import UntrustedFolder, tell_once, warn_read_only, warn_untrusted
@@ -129,13 +129,15 @@ def _damaged(store: LoweringStore, key: str, why: str) -> None:
 
 
 def store_checked(store: LoweringStore, key: str, info: Dict[str, Any], payload: Any,
-                  same: Callable[[Any], Optional[str]]) -> bool:
-    """Stores ``payload`` unless its copy read back differs (``same(copy)`` names how)."""
+                  same: Callable[[Any], Optional[str]],
+                  slices: Optional[Mapping[int, Tuple[bytes, int]]] = None) -> bool:
+    """Stores ``payload`` unless its copy read back differs (``same(copy)`` names how);
+    ``slices``: its large ``bytes`` kept as references into another (:func:`entry.encode`)."""
     try:
         programs = payload.get("programs") if isinstance(payload, dict) else None
         info = dict(info, **(paths.info_of(programs) if programs is not None else
                              {"bases": paths.as_info(paths.current())}))
-        chunks = entry.encode(info, payload, store.seal(key))
+        chunks = entry.encode(info, payload, store.seal(key), slices)
         # rebuilt from the serialized programs, the tensor data in place: reading the
         # whole entry back would copy it all once more
         difference = same(entry.rebuild(chunks))
@@ -145,12 +147,11 @@ def store_checked(store: LoweringStore, key: str, info: Dict[str, Any], payload:
         log.debug("not stored (%s): %s", key, why)
         return False
     try:
-        store.put(key, entry.ChunkReader(chunks))
+        return store.put(key, entry.ChunkReader(chunks))  # False: too large to keep (.budget)
     except Exception as exc:  # disk full, a read-only folder after all
         warnings.warn(f"fastlower: a result could not be written to the cache "
                       f"{store.directory} ({exc!r})", CacheWarning, stacklevel=4)
         return False
-    return True
 
 
 def store_soon(store: LoweringStore, settings: LoweringCacheSettings, key: str, size: int,

@@ -43,7 +43,7 @@ from executorch.exir.capture._config import ExecutorchBackendConfig
 from executorch.exir.program._program import EdgeProgramManager, ExecutorchProgramManager
 
 from ..preprocess.keys import versions
-from . import access
+from . import access, pte_slices
 from .errors import Uncacheable
 from .execution import LazyExecutionPrograms
 from .key import ENTRY_FORMAT, ProgramCanonical, fastlower_source
@@ -161,8 +161,10 @@ def _store_soon(store: LoweringStore, settings: LoweringCacheSettings, key: str,
 
     def write(target: LoweringStore) -> None:
         payload = _payload(result)
+        # the emitter's constants are in the .pte too: kept once (.pte_slices)
+        slices = pte_slices.locate(payload["pte"], pte_slices.big_bytes(payload["emitter"]))
         access.store_checked(target, key, {"created": time.time()}, payload,
-                             lambda back: _difference(payload, back))
+                             lambda back: _difference(payload, back), slices)
 
     access.store_soon(store, settings, key, size, write)
 

@@ -22,7 +22,10 @@ do not pickle, or must not be pickled as they are:
 * **Large ``bytes``** (``writer.BLOB_MIN_BYTES`` or more: delegate payloads, a
   ``.pte``) by reference too, each object once, written after the storages and read
   back into one ``bytes`` object each: the pickle never holds a copy of them, so
-  neither writing nor reading an entry holds them twice.
+  neither writing nor reading an entry holds them twice. One that the writer is told
+  lies, byte for byte, inside another (``dumps(slices=...)``: the emitter's constant
+  buffers inside the ``.pte``) is written as a reference to those bytes (which blob,
+  offset, size) and read back as a copy of them: its bytes are in the entry once.
 * ``torch.fx.Node`` anywhere else (in a ``meta`` value) has no stable form: the
   lowering is not cached (:class:`~fastlower.cache.errors.Uncacheable`).
 
@@ -42,7 +45,7 @@ from __future__ import annotations
 import io
 import pickle
 from dataclasses import dataclass
-from typing import Any, Dict, List, Sequence, Union
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 import torch
 
@@ -64,13 +67,16 @@ class Serialized:
     blobs: List[bytes]
 
 
-def dumps(obj: Any) -> Serialized:
+def dumps(obj: Any, slices: Optional[Mapping[int, Tuple[bytes, int]]] = None) -> Serialized:
     """``obj`` (anything holding programs, modules, tensors) as :class:`Serialized`.
 
+    ``slices``: large ``bytes`` objects in ``obj`` (by ``id``) that are found, byte for
+    byte, at an offset of another one in ``obj`` (``(that one, offset)``): written as
+    that reference, read back as a copy of those bytes.
     :class:`~fastlower.cache.errors.Uncacheable` when something in it has no faithful form.
     """
     buffer = io.BytesIO()
-    writer = Writer(buffer)
+    writer = Writer(buffer, slices)
     try:
         writer.dump(obj)
     except Uncacheable:
@@ -83,14 +89,17 @@ def dumps(obj: Any) -> Serialized:
 
 
 def loads(header: Dict[str, Any], pickled: bytes,
-          storages: Sequence[Union[bytearray, memoryview]], blobs: Sequence[bytes] = ()) -> Any:
+          storages: Sequence[Union[torch.Tensor, bytearray, memoryview]],
+          blobs: Sequence[bytes] = ()) -> Any:
     """The object :func:`dumps` was given, rebuilt;
     :class:`~fastlower.cache.errors.DamagedEntry` if not. The tensors are views of
-    ``storages`` (no copy)."""
+    ``storages`` (``uint8`` tensors, or buffers: no copy either way)."""
     symbolic = SymbolicReader(header)
     untyped = []
     for data in storages:
-        if len(data):
+        if isinstance(data, torch.Tensor):
+            untyped.append(data.untyped_storage())
+        elif len(data):
             untyped.append(torch.frombuffer(data, dtype=torch.uint8).untyped_storage())
         else:
             untyped.append(torch.UntypedStorage(0))
