@@ -9,8 +9,13 @@ around ``L`` small blocks), quantizes its linears ``8da4w`` as ExecuTorch's
 ``fastlower.cache.to_edge_transform_and_lower`` (``XnnpackPartitioner``) and
 ``fastlower.cache.to_executorch``, and writes the ``.pte``. ``OUT.json`` gets the
 lowering cache's status and step times, each call's seconds, the ``.pte``'s size and
-sha256, and the process's peak RSS. With ``--profile`` the two calls run under
-cProfile (``PROF``: pstats). ``test_big_hit_bench.py`` runs it cold, then as hits.
+sha256, the process's peak RSS, and each lowering-cache lookup's seconds (the entry
+read, authenticated and decoded). With ``--profile`` the two calls run under cProfile
+(``PROF``: pstats); with ``--evict`` the cache folder's files are first dropped from
+the page cache (``posix_fadvise(DONTNEED)`` on those files only), so the hit reads them
+from the disk. ``FASTLOWER_BENCH_SRC=DIR`` imports fastlower from the source tree
+``DIR`` (another commit's ``src``, its native core copied in) instead of the installed
+one. ``test_big_hit_bench.py`` runs it cold, then as hits.
 """
 
 from __future__ import annotations
@@ -19,13 +24,19 @@ import argparse
 import cProfile
 import hashlib
 import json
+import os
 import resource
 import sys
 import time
 import warnings
 from pathlib import Path
 
-import torch
+if os.environ.get("FASTLOWER_BENCH_SRC"):  # another tree's fastlower, not the editable one
+    sys.meta_path[:] = [f for f in sys.meta_path
+                        if type(f).__name__ != "ScikitBuildRedirectingFinder"]
+    sys.path.insert(0, os.environ["FASTLOWER_BENCH_SRC"])
+
+import torch  # noqa: E402
 
 
 class Block(torch.nn.Module):
@@ -67,6 +78,33 @@ def exported(vocab: int, dim: int, layers: int) -> torch.export.ExportedProgram:
         return torch.export.export(model, (tokens,), strict=False)
 
 
+def evict(folder: Path) -> int:
+    """Drops the folder's files from the page cache; their bytes."""
+    dropped = 0
+    for path in folder.rglob("*"):
+        if path.is_file():
+            with open(path, "rb") as file:
+                os.posix_fadvise(file.fileno(), 0, 0, os.POSIX_FADV_DONTNEED)
+            dropped += path.stat().st_size
+    return dropped
+
+
+def timed_lookups(access) -> list:
+    """Wraps ``access.lookup``: each call's key and seconds, in order."""
+    lookups = []
+    lookup = access.lookup
+
+    def timed(store, key):
+        start = time.perf_counter()
+        try:
+            return lookup(store, key)
+        finally:
+            lookups.append([key.split(":")[0], time.perf_counter() - start])
+
+    access.lookup = timed
+    return lookups
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("out")
@@ -74,17 +112,21 @@ def main() -> None:
     parser.add_argument("--dim", type=int, default=2048)
     parser.add_argument("--layers", type=int, default=2)
     parser.add_argument("--profile", default=None)
+    parser.add_argument("--evict", action="store_true")
     args = parser.parse_args()
 
     from executorch.backends.xnnpack.partition.xnnpack_partitioner import XnnpackPartitioner
 
     import fastlower
     import fastlower.cache
+    from fastlower.cache import access
 
     warnings.simplefilter("ignore")
+    lookups = timed_lookups(access)
     start = time.perf_counter()
     program = exported(args.vocab, args.dim, args.layers)
     export_seconds = time.perf_counter() - start
+    evicted = evict(Path(os.environ["FASTLOWER_CACHE_DIR"])) if args.evict else 0
     profiler = cProfile.Profile() if args.profile else None
     if profiler is not None:
         profiler.enable()
@@ -105,6 +147,7 @@ def main() -> None:
     report = fastlower.report_for(manager)
     out.write_text(json.dumps({
         "vocab": args.vocab, "dim": args.dim, "layers": args.layers,
+        "fastlower": fastlower.__file__, "evicted_bytes": evicted, "lookups": lookups,
         "lowering_cache": report.lowering_cache, "key": report.lowering_cache_key,
         "cache_seconds": dict(report.lowering_cache_seconds),
         "export_seconds": export_seconds,
