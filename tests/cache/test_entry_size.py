@@ -1,9 +1,10 @@
 """Large entries (issue 50): read once, the emitter's constants kept once, and a size limit
 that either follows the model or, set by the user, says when it cannot keep an entry.
 
-* A ``to_executorch`` entry holds the emitter's constant buffers as slices of the
-  ``.pte`` (``fastlower.cache.pte_slices``): the entry is about the ``.pte``'s size, not
-  twice it, and a hit's emitter output and ``.pte`` are the miss's.
+* A ``to_executorch`` entry holds the ``.pte`` as its pieces, the emitter's constant
+  buffers among them, once (``fastlower.cache.pte_pieces``): the entry is about the
+  ``.pte``'s size, not twice it, and a hit's emitter output and ``.pte`` are the miss's
+  (and share those pieces, as the reference's do).
 * Storages come back as tensors of their own (writable, not views of a shared buffer).
 * A size limit set smaller than an entry: the entry is not written, one ``CacheWarning``
   names its size, the limit and the setting, and the lowering returns the right result.
@@ -23,8 +24,7 @@ from executorch.exir import to_edge_transform_and_lower as reference_lower
 
 import fastlower.cache
 import fastlower.preprocess
-from fastlower.cache import budget, pte_slices, serialize
-from fastlower.cache.errors import DamagedEntry
+from fastlower.cache import budget, pte_pieces, serialize
 from fastlower.cache.store import LoweringStore
 from fastlower.preprocess import CacheWarning
 from fastlower.preprocess import configuration as preprocess_configuration
@@ -98,6 +98,9 @@ def test_emitter_constants_are_kept_once_and_a_hit_is_the_miss(tmp_path, unset_s
     served = [b.storage for b in et_hit.executorch_program.constant_buffer]
     assert served == constants and all(type(s) is bytes for s in served)
     assert et_hit.executorch_program == et_miss.executorch_program
+    # the served .pte's pieces are the served emitter's constants, not copies of them
+    shared = {id(piece) for piece in et_hit._pte_data._buffers}
+    assert all(id(s) in shared for s in served if len(s) >= 64 << 10)
     # the entry is about the .pte, not the .pte and the constants again
     assert _entry_sizes(tmp_path)["executorch"] < len(pte) + 64 * 1024
 
@@ -113,31 +116,15 @@ def test_storages_come_back_as_tensors_of_their_own():
     assert torch.equal(back["view"], weight[1:] + 1)
 
 
-def test_a_slice_is_a_copy_of_its_bytes_and_checked_against_its_container():
-    container = bytes(range(256)) * 1024
-    part = container[1000:1000 + (64 << 10)]
-    data = serialize.dumps({"pte": container, "part": part, "again": part},
-                           slices={id(part): (container, 1000)})
-    assert data.blobs == [container]  # the part is not written again
-    back = serialize.loads(data.header, data.pickled, [], data.blobs)
-    assert back["part"] == part and back["part"] is back["again"]
-    wrong = serialize.dumps({"pte": container, "part": part},
-                            slices={id(part): (container, len(container) - 10)})
-    with pytest.raises(DamagedEntry, match="slice"):
-        serialize.loads(wrong.header, wrong.pickled, [], wrong.blobs)
-
-
-def test_locate_finds_parts_whole_and_in_any_order():
-    pte = b"head" + b"\0" * 100 + bytes(range(256)) * 400 + b"\0" * 7 + b"xy" * 50_000
-    first, second = bytes(range(256)) * 400, b"xy" * 50_000
-    absent = b"z" * 70_000
-    found = pte_slices.locate(pte, [second, first, absent])
-    assert found[id(first)] == (pte, 104) and found[id(second)] == (pte, pte.index(second))
-    assert id(absent) not in found
-    # a probe that matches where the whole does not: the next candidate is tried
-    decoy = b"\1" * 64 + b"\2" * 10 + b"\1" * 64 + b"\3" * 70_000
-    target = b"\1" * 64 + b"\3" * 70_000
-    assert pte_slices.locate(decoy, [target])[id(target)] == (decoy, 74)
+def test_pte_pieces():
+    whole = bytes(range(256)) * 300
+    parts = [whole[:100], whole[100:70_000], whole[70_000:]]
+    made = pte_pieces.cord(parts)
+    assert pte_pieces.pieces(made) == parts and pte_pieces.pieces(made)[1] is parts[1]
+    assert bytes(made) == whole and pte_pieces.size(parts) == len(whole)
+    assert pte_pieces.same(parts, [whole]) and pte_pieces.same(parts, list(parts))
+    assert not pte_pieces.same(parts, [whole[:-1] + b"x"])
+    assert pte_pieces.pieces(pte_pieces.cord([])) == [b""]
 
 
 def test_a_limit_smaller_than_an_entry_says_so_and_the_lowering_is_right(tmp_path):

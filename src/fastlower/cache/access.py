@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import logging
 import warnings
-from typing import Any, BinaryIO, Callable, Dict, Mapping, Optional, Sequence, Tuple
+from typing import Any, BinaryIO, Callable, Dict, Optional, Sequence, Tuple
 
 from ..preprocess.cache import CacheWarning
 from ..preprocess.folder import UntrustedFolder, tell_once, warn_read_only, warn_untrusted
@@ -129,15 +129,13 @@ def _damaged(store: LoweringStore, key: str, why: str) -> None:
 
 
 def store_checked(store: LoweringStore, key: str, info: Dict[str, Any], payload: Any,
-                  same: Callable[[Any], Optional[str]],
-                  slices: Optional[Mapping[int, Tuple[bytes, int]]] = None) -> bool:
-    """Stores ``payload`` unless its copy read back differs (``same(copy)`` names how);
-    ``slices``: its large ``bytes`` kept as references into another (:func:`entry.encode`)."""
+                  same: Callable[[Any], Optional[str]]) -> bool:
+    """Stores ``payload`` unless its copy read back differs (``same(copy)`` names how)."""
     try:
         programs = payload.get("programs") if isinstance(payload, dict) else None
         info = dict(info, **(paths.info_of(programs) if programs is not None else
                              {"bases": paths.as_info(paths.current())}))
-        chunks = entry.encode(info, payload, store.seal(key), slices)
+        chunks = entry.encode(info, payload, store.seal(key))
         # rebuilt from the serialized programs, the tensor data in place: reading the
         # whole entry back would copy it all once more
         difference = same(entry.rebuild(chunks))

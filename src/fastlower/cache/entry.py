@@ -25,8 +25,7 @@ from __future__ import annotations
 
 import io
 import struct
-from typing import (Any, BinaryIO, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple,
-                    Union)
+from typing import Any, BinaryIO, Dict, Iterator, List, Sequence, Union
 
 import torch
 
@@ -99,14 +98,12 @@ class Chunks(List[Union[bytes, memoryview]]):
     serialized: Serialized
 
 
-def encode(info: Dict[str, Any], payload: Any, seal: Seal,
-           slices: Optional[Mapping[int, Tuple[bytes, int]]] = None) -> Chunks:
+def encode(info: Dict[str, Any], payload: Any, seal: Seal) -> Chunks:
     """The entry's bytes, as chunks (read them with :class:`ChunkReader`), signed with
     ``seal``; :class:`~.errors.Uncacheable` if ``payload`` has no faithful serialized
     form or ``info`` is not plain data. The tensor data is not copied: the chunks are
-    views of the payload's storages. ``slices``: large ``bytes`` of the payload kept as
-    references into another (:func:`~.serialize.dumps`)."""
-    serialized: Serialized = dumps(payload, slices)
+    views of the payload's storages."""
+    serialized: Serialized = dumps(payload)
     info = dict(info, symbolic=serialized.header)
     try:
         info_bytes = plain.dumps(info)

@@ -22,10 +22,8 @@ do not pickle, or must not be pickled as they are:
 * **Large ``bytes``** (``writer.BLOB_MIN_BYTES`` or more: delegate payloads, a
   ``.pte``) by reference too, each object once, written after the storages and read
   back into one ``bytes`` object each: the pickle never holds a copy of them, so
-  neither writing nor reading an entry holds them twice. One that the writer is told
-  lies, byte for byte, inside another (``dumps(slices=...)``: the emitter's constant
-  buffers inside the ``.pte``) is written as a reference to those bytes (which blob,
-  offset, size) and read back as a copy of them: its bytes are in the entry once.
+  neither writing nor reading an entry holds them twice (nor does one object met
+  in several places: the ``.pte``'s pieces that are the emitter's constant buffers).
 * ``torch.fx.Node`` anywhere else (in a ``meta`` value) has no stable form: the
   lowering is not cached (:class:`~fastlower.cache.errors.Uncacheable`).
 
@@ -45,7 +43,7 @@ from __future__ import annotations
 import io
 import pickle
 from dataclasses import dataclass
-from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
+from typing import Any, Dict, List, Sequence, Union
 
 import torch
 
@@ -67,16 +65,13 @@ class Serialized:
     blobs: List[bytes]
 
 
-def dumps(obj: Any, slices: Optional[Mapping[int, Tuple[bytes, int]]] = None) -> Serialized:
+def dumps(obj: Any) -> Serialized:
     """``obj`` (anything holding programs, modules, tensors) as :class:`Serialized`.
 
-    ``slices``: large ``bytes`` objects in ``obj`` (by ``id``) that are found, byte for
-    byte, at an offset of another one in ``obj`` (``(that one, offset)``): written as
-    that reference, read back as a copy of those bytes.
     :class:`~fastlower.cache.errors.Uncacheable` when something in it has no faithful form.
     """
     buffer = io.BytesIO()
-    writer = Writer(buffer, slices)
+    writer = Writer(buffer)
     try:
         writer.dump(obj)
     except Uncacheable:

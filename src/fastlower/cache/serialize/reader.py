@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import io
 import pickle
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Optional, Sequence
 
 import torch
 from torch.export import ExportedProgram
@@ -26,7 +26,6 @@ class Reader(pickle.Unpickler):
         self.blobs = blobs
         self.symbolic = symbolic
         self.objects: Dict[int, Any] = {}
-        self.slices: Dict[Tuple[int, int, int], bytes] = {}
 
     def persistent_load(self, pid: Any) -> Any:  # noqa: C901 - one dispatch table
         kind = pid[0]
@@ -50,8 +49,6 @@ class Reader(pickle.Unpickler):
             return self.symbolic.sym(pid[1])
         if kind == "blob":
             return self.blobs[pid[1]]
-        if kind == "slice":
-            return self._slice(pid[1], pid[2], pid[3])
         if kind == "storage":
             return self.storages[pid[1]]
         if kind == "typed_storage":
@@ -74,19 +71,6 @@ class Reader(pickle.Unpickler):
         if kind == "edge_verifier":
             return edge_verifier(*pid[1])
         raise DamagedEntry(f"unknown persistent id {kind!r}")
-
-    def _slice(self, index: int, offset: int, size: int) -> bytes:
-        """``size`` bytes at ``offset`` of blob ``index``, as a ``bytes`` object of its own
-        (one per slice, however often it is referred to)."""
-        key = (index, offset, size)
-        found = self.slices.get(key)
-        if found is None:
-            container = self.blobs[index]
-            if not (0 <= offset and 0 <= size and offset + size <= len(container)):
-                raise DamagedEntry(f"a slice [{offset}:{offset + size}] of a "
-                                   f"{len(container)}-byte section")
-            found = self.slices[key] = container[offset:offset + size]
-        return found
 
     def _keep(self, number: int, obj: Any) -> Any:
         self.objects[number] = obj

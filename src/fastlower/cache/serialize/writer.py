@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import io
 import pickle
-from typing import Any, Dict, List, Mapping, Optional, Tuple
+from typing import Any, Dict, List, Tuple
 
 import torch
 from torch._export.verifier import Verifier
@@ -75,15 +75,11 @@ class Writer(pickle.Pickler):
     """``pickle`` with the persistent ids of the package docstring; ``current_node`` is the
     node being recorded, for error messages."""
 
-    def __init__(self, file: io.BytesIO,
-                 slices: Optional[Mapping[int, Tuple[bytes, int]]] = None) -> None:
+    def __init__(self, file: io.BytesIO) -> None:
         super().__init__(file, protocol=PROTOCOL)
         self.symbolic = SymbolicWriter()
         self.storages = StorageTable()
         self.blobs = BlobTable()
-        # id of a large bytes object -> (a larger one holding it, offset): written as a
-        # reference into that one, not again (see the package docstring)
-        self.slices = slices or {}
         self.memo_ids: Dict[int, Tuple[int, Any]] = {}  # id -> (number, object kept alive)
         self.current_node: str = ""
 
@@ -99,13 +95,7 @@ class Writer(pickle.Pickler):
         # called for every object pickled (~10^5-10^6 per lowering): most are of a type
         # none of the cases below can match, known after the first of its kind
         if type(obj) is bytes:  # large ones out of the pickle (see BLOB_MIN_BYTES)
-            if len(obj) < BLOB_MIN_BYTES:
-                return None
-            inside = self.slices.get(id(obj))
-            if inside is not None:
-                container, offset = inside
-                return ("slice", self.blobs.add(container), offset, len(obj))
-            return ("blob", self.blobs.add(obj))
+            return ("blob", self.blobs.add(obj)) if len(obj) >= BLOB_MIN_BYTES else None
         plain = _PLAIN.get(type(obj))
         if plain is None:
             plain = _PLAIN[type(obj)] = _is_plain(type(obj))
