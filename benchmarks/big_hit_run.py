@@ -7,7 +7,8 @@ around ``L`` small blocks), quantizes its linears ``8da4w`` as ExecuTorch's
 ``export_llm`` does (torchao ``Int8DynamicActivationIntxWeightConfig``, int4, group
 32; the embedding stays float32, as there), exports it, then lowers it with
 ``fastlower.cache.to_edge_transform_and_lower`` (``XnnpackPartitioner``) and
-``fastlower.cache.to_executorch``, and writes the ``.pte``. ``OUT.json`` gets the
+``fastlower.cache.to_executorch`` (``--reference``: ExecuTorch's own functions), and
+writes the ``.pte``. ``OUT.json`` gets the
 lowering cache's status and step times, each call's seconds, the ``.pte``'s size and
 sha256, the process's peak RSS, and each lowering-cache lookup's seconds (the entry
 read, authenticated and decoded). With ``--profile`` the two calls run under cProfile
@@ -113,6 +114,8 @@ def main() -> None:
     parser.add_argument("--layers", type=int, default=2)
     parser.add_argument("--profile", default=None)
     parser.add_argument("--evict", action="store_true")
+    parser.add_argument("--reference", action="store_true",
+                        help="ExecuTorch's own functions, no fastlower")
     args = parser.parse_args()
 
     from executorch.backends.xnnpack.partition.xnnpack_partitioner import XnnpackPartitioner
@@ -131,10 +134,17 @@ def main() -> None:
     if profiler is not None:
         profiler.enable()
     start = time.perf_counter()
-    manager = fastlower.cache.to_edge_transform_and_lower(
-        program, partitioner=[XnnpackPartitioner()])
-    lowered = time.perf_counter()
-    et = fastlower.cache.to_executorch(manager)
+    if args.reference:
+        from executorch.exir import to_edge_transform_and_lower
+
+        manager = to_edge_transform_and_lower(program, partitioner=[XnnpackPartitioner()])
+        lowered = time.perf_counter()
+        et = manager.to_executorch()
+    else:
+        manager = fastlower.cache.to_edge_transform_and_lower(
+            program, partitioner=[XnnpackPartitioner()])
+        lowered = time.perf_counter()
+        et = fastlower.cache.to_executorch(manager)
     executorch_done = time.perf_counter()
     out = Path(args.out)
     with open(out.with_suffix(".pte"), "wb") as file:
@@ -144,12 +154,14 @@ def main() -> None:
         profiler.disable()
         profiler.dump_stats(args.profile)
     pte = out.with_suffix(".pte").read_bytes()
-    report = fastlower.report_for(manager)
+    report = fastlower.report_for(manager) if not args.reference else None
     out.write_text(json.dumps({
         "vocab": args.vocab, "dim": args.dim, "layers": args.layers,
         "fastlower": fastlower.__file__, "evicted_bytes": evicted, "lookups": lookups,
-        "lowering_cache": report.lowering_cache, "key": report.lowering_cache_key,
-        "cache_seconds": dict(report.lowering_cache_seconds),
+        "impl": "reference" if args.reference else "fastlower",
+        "lowering_cache": report.lowering_cache if report else None,
+        "key": report.lowering_cache_key if report else None,
+        "cache_seconds": dict(report.lowering_cache_seconds) if report else {},
         "export_seconds": export_seconds,
         "lower_seconds": lowered - start, "to_executorch_seconds": executorch_done - lowered,
         "write_seconds": end - executorch_done, "window_seconds": end - start,
