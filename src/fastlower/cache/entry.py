@@ -19,6 +19,12 @@ left before the MAC *before* anything is allocated or read for it, then the MAC
 over everything it read, and only then decodes: a truncated, garbled, forged or
 foreign entry is a :class:`~.errors.DamagedEntry` naming the section (never a
 ``MemoryError``), never a wrong program and never code run.
+
+Each storage is read once, straight into the memory of the tensors that are returned
+(no zero-filled buffer first, no copy after), and each large ``bytes`` object into the
+object returned; the MAC takes each piece as it is read. The entry is read into the
+process's own memory, not memory-mapped: what the MAC verified is what is used, even if
+the file is changed or cut short afterwards (docs/caching.md, "Large models").
 """
 
 from __future__ import annotations
