@@ -69,6 +69,9 @@ def pytest_addoption(parser):
                     help="backend of the memory benchmark (default noop)")
     group.addoption("--edge-layers", default="6",
                     help="layers of the edge-stage benchmark (test_edge_stage_bench.py; default 6)")
+    group.addoption("--big-vocab", type=int, default=128256,
+                    help="vocabulary of the large-entry hit benchmark (test_big_hit_bench.py; "
+                         "default 128256, Llama 3.2 1B's)")
     group.addoption("--allow-python-twin", action="store_true",
                     help="run even if fastlower's native core did not load (times the "
                          "pure-Python planner twin instead)")

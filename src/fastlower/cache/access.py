@@ -145,12 +145,11 @@ def store_checked(store: LoweringStore, key: str, info: Dict[str, Any], payload:
         log.debug("not stored (%s): %s", key, why)
         return False
     try:
-        store.put(key, entry.ChunkReader(chunks))
+        return store.put(key, entry.ChunkReader(chunks))  # False: too large to keep (.budget)
     except Exception as exc:  # disk full, a read-only folder after all
         warnings.warn(f"fastlower: a result could not be written to the cache "
                       f"{store.directory} ({exc!r})", CacheWarning, stacklevel=4)
         return False
-    return True
 
 
 def store_soon(store: LoweringStore, settings: LoweringCacheSettings, key: str, size: int,

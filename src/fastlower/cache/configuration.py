@@ -4,7 +4,8 @@ The lowering cache lives in the preprocess cache's folder and obeys its options
 (``fastlower.preprocess.options(cache_dir=..., cache_size=..., verify=...,
 cache_key_file=...)`` or ``FASTLOWER_CACHE_DIR`` / ``FASTLOWER_CACHE_SIZE`` /
 ``FASTLOWER_CACHE_VERIFY`` / ``FASTLOWER_CACHE_KEY_FILE``):
-no folder, no cache. ``FASTLOWER_LOWERING_CACHE=0`` (or ``with
+no folder, no cache. A size limit left unset follows the model (:mod:`.budget`).
+``FASTLOWER_LOWERING_CACHE=0`` (or ``with
 fastlower.cache.disabled():``) keeps the preprocess cache and turns this one off.
 """
 
@@ -36,6 +37,14 @@ class LoweringCacheSettings:
 def switched_off() -> bool:
     """Whether the lowering cache is off: inside :func:`disabled`, or by the environment."""
     return _DISABLED.get() or not env.lowering_cache()
+
+
+def size_given() -> bool:
+    """Whether the cache's size limit was set (the ``cache_size`` option or
+    ``FASTLOWER_CACHE_SIZE``): a hard limit. Else it follows the model (:mod:`.budget`)."""
+    from ..preprocess.configuration import current
+
+    return current().cache_size is not None or env.cache_size() is not None
 
 
 def resolve() -> LoweringCacheSettings:

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import copy
 import threading
-from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional
+from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Sequence
 
 from executorch.exir.capture._config import ExecutorchBackendConfig
 from executorch.exir.program._program import EdgeProgramManager
@@ -31,7 +31,8 @@ class LazyExecutionPrograms(Mapping[str, ExportedProgram]):
     """``{method: execution program}``: method names at once, programs on first read."""
 
     def __init__(self, edge: EdgeProgramManager, config: Optional[ExecutorchBackendConfig],
-                 key: str, pte: bytes, key_of: Callable[[EdgeProgramManager, Any], str],
+                 key: str, pte: Sequence[bytes],
+                 key_of: Callable[[EdgeProgramManager, Any], str],
                  reference: Callable[..., Any]) -> None:
         self._names: List[str] = list(edge._edge_programs)
         self._edge = edge
@@ -75,7 +76,7 @@ class LazyExecutionPrograms(Mapping[str, ExportedProgram]):
                 "the lowering cache; call to_executorch() again for its execution programs")
         edge_copy, config_copy = copy.deepcopy((edge, config))
         result = self._reference(edge_copy, config_copy)
-        if bytes(result._pte_data) != self._pte:
+        if bytes(result._pte_data) != b"".join(self._pte):
             raise ExecutionProgramsUnavailable(
                 "to_executorch() made again gives another .pte than the one served from the "
                 f"lowering cache (key {self._key}): a pass or backend is not deterministic; "

@@ -43,7 +43,7 @@ from executorch.exir.capture._config import ExecutorchBackendConfig
 from executorch.exir.program._program import EdgeProgramManager, ExecutorchProgramManager
 
 from ..preprocess.keys import versions
-from . import access
+from . import access, pte_pieces
 from .errors import Uncacheable
 from .execution import LazyExecutionPrograms
 from .key import ENTRY_FORMAT, ProgramCanonical, fastlower_source
@@ -155,7 +155,7 @@ def to_executorch(  # noqa (FLAKE8) C901
 def _store_soon(store: LoweringStore, settings: LoweringCacheSettings, key: str,
                 result: ExecutorchProgramManager) -> None:
     """Stores ``result``'s payload under ``key``, in a forked child when it is large
-    (:mod:`.detached`). The payload (a ``bytes`` copy of the ``.pte``) is made by whoever
+    (:mod:`.detached`). The payload (the ``.pte``'s pieces, :mod:`.pte_pieces`) is made by whoever
     stores it: a child's copy never adds to the caller's memory."""
     size = len(result._pte_data) + sum(len(data) for data in (result._tensor_data or {}).values())
 
@@ -169,15 +169,17 @@ def _store_soon(store: LoweringStore, settings: LoweringCacheSettings, key: str,
 
 def _payload(result: ExecutorchProgramManager) -> Dict[str, Any]:
     # the execution programs are made again when read (see .execution)
-    return {"pte": bytes(result._pte_data),
+    # the .pte as its pieces: the emitter's constants among them, each kept once (.pte_pieces)
+    return {"pte": pte_pieces.pieces(result._pte_data),
             "tensor_data": {name: bytes(cord)
                             for name, cord in (result._tensor_data or {}).items()},
             "emitter": result._emitter_output}
 
 
 def _difference(a: Dict[str, Any], b: Dict[str, Any]) -> Optional[str]:
-    if a["pte"] != b["pte"]:
-        return f"in the .pte bytes ({len(a['pte'])} vs {len(b['pte'])} bytes)"
+    if not pte_pieces.same(a["pte"], b["pte"]):
+        return (f"in the .pte bytes ({pte_pieces.size(a['pte'])} vs {pte_pieces.size(b['pte'])} "
+                "bytes)")
     if a["tensor_data"] != b["tensor_data"]:
         return "in the .ptd data"
     if ProgramCanonical().value(a["emitter"]) != ProgramCanonical().value(b["emitter"]):
@@ -201,7 +203,7 @@ def _manager(edge: EdgeProgramManager, config: Optional[ExecutorchBackendConfig]
     manager._emitter_output = payload["emitter"]
     manager._data_serializer = FlatTensorSerializer(
         FlatTensorConfig(segment_alignment=config.segment_alignment))
-    manager._pte_data = Cord(payload["pte"])
+    manager._pte_data = pte_pieces.cord(payload["pte"])
     manager._tensor_data = {name: Cord(data) for name, data in payload["tensor_data"].items()}
     manager._buffer = None
     manager._etrecord = None

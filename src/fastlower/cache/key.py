@@ -60,8 +60,9 @@ from .errors import Uncacheable
 
 # 2: to_executorch entries without the execution programs; 3: large bytes (delegate
 # payloads, the .pte) out of the pickle, in a section of their own; 4: meta paths keyed
-# relative to base directories (.paths), the writer's bases in the info
-ENTRY_FORMAT = 4
+# relative to base directories (.paths), the writer's bases in the info; 5: large bytes
+# found inside another (the emitter's constants in the .pte) kept as slices of it
+ENTRY_FORMAT = 5
 _BIG_BYTES = 64
 _SIMPLE = (type(None), bool, int, float, str, torch.fx.Node, torch.Tensor, list, tuple, dict,
            set, frozenset, torch.dtype, torch.device, torch.layout, torch.memory_format,

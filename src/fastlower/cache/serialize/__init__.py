@@ -22,7 +22,8 @@ do not pickle, or must not be pickled as they are:
 * **Large ``bytes``** (``writer.BLOB_MIN_BYTES`` or more: delegate payloads, a
   ``.pte``) by reference too, each object once, written after the storages and read
   back into one ``bytes`` object each: the pickle never holds a copy of them, so
-  neither writing nor reading an entry holds them twice.
+  neither writing nor reading an entry holds them twice (nor does one object met
+  in several places: the ``.pte``'s pieces that are the emitter's constant buffers).
 * ``torch.fx.Node`` anywhere else (in a ``meta`` value) has no stable form: the
   lowering is not cached (:class:`~fastlower.cache.errors.Uncacheable`).
 
@@ -83,14 +84,17 @@ def dumps(obj: Any) -> Serialized:
 
 
 def loads(header: Dict[str, Any], pickled: bytes,
-          storages: Sequence[Union[bytearray, memoryview]], blobs: Sequence[bytes] = ()) -> Any:
+          storages: Sequence[Union[torch.Tensor, bytearray, memoryview]],
+          blobs: Sequence[bytes] = ()) -> Any:
     """The object :func:`dumps` was given, rebuilt;
     :class:`~fastlower.cache.errors.DamagedEntry` if not. The tensors are views of
-    ``storages`` (no copy)."""
+    ``storages`` (``uint8`` tensors, or buffers: no copy either way)."""
     symbolic = SymbolicReader(header)
     untyped = []
     for data in storages:
-        if len(data):
+        if isinstance(data, torch.Tensor):
+            untyped.append(data.untyped_storage())
+        elif len(data):
             untyped.append(torch.frombuffer(data, dtype=torch.uint8).untyped_storage())
         else:
             untyped.append(torch.UntypedStorage(0))
