@@ -209,8 +209,7 @@ def _write(store: LoweringStore, key: str, qdata: torch.Tensor, scale: torch.Ten
         return False
     try:
         data = encode(key, store.folder.seal(PURPOSE, key), qdata, scale, stored)
-        store.store.set(key, io.BytesIO(data), read=True, tag=TAG, retry=True)
-        return True
+        return store.put(key, io.BytesIO(data), tag=TAG)  # the folder's size rules
     except (KeyboardInterrupt, SystemExit):
         raise
     except Exception as exc:  # a full disk, a locked folder: the result stands

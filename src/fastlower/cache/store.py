@@ -81,7 +81,7 @@ class LoweringStore:
             raise DamagedEntry(f"not a fastlower lowering-cache entry (a {type(found).__name__})")
         return cast(BinaryIO, found)
 
-    def put(self, key: str, stream: io.RawIOBase) -> bool:
+    def put(self, key: str, stream: io.RawIOBase, tag: str = TAG) -> bool:
         """Stores the entry read from ``stream`` (atomically, see the module docstring);
         False, with one warning per process and folder, when the size limit cannot keep
         it (:mod:`.budget`)."""
@@ -95,7 +95,7 @@ class LoweringStore:
             tell_once(self.directory, "size", verdict.message, stacklevel=3)
         if not verdict.keep:
             return False
-        self.store.set(key, io.BufferedReader(stream, buffer_size=1 << 22), read=True, tag=TAG,
+        self.store.set(key, io.BufferedReader(stream, buffer_size=1 << 22), read=True, tag=tag,
                        retry=True)
         return True
 
