@@ -154,6 +154,7 @@ def main() -> None:
         profiler.disable()
         profiler.dump_stats(args.profile)
     pte = out.with_suffix(".pte").read_bytes()
+    out.with_suffix(".pte").unlink()  # ~the model's size each run: hashed, not kept
     report = fastlower.report_for(manager) if not args.reference else None
     out.write_text(json.dumps({
         "vocab": args.vocab, "dim": args.dim, "layers": args.layers,
