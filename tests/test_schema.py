@@ -107,7 +107,7 @@ def test_binding_interface_version():
 
 
 def test_core_stub_names_the_interface():
-    stub = (Path(_schema.__file__).parent / "_core.pyi").read_text()
+    stub = (Path(_schema.__file__).parent.parent / "_core.pyi").read_text()
     assert f"interface {_core_loader.CORE_INTERFACE}." in stub.splitlines()[0]
 
 

@@ -31,7 +31,7 @@ variable                        type    default meaning
 =============================== ======= ======= =============================================
 ``FASTLOWER_WORKERS``           int>=1  (cores) preprocess worker processes (1: serial)
 ``FASTLOWER_CACHE_DIR``         path    (none)  the cache folder (preprocess + lowering cache)
-``FASTLOWER_CACHE_SIZE``        int>=0  2 GiB   the cache folder's size limit in bytes
+``FASTLOWER_CACHE_SIZE``        int>=0  (model) the cache folder's size limit in bytes
 ``FASTLOWER_CACHE_VERIFY``      bool    false   re-run on every cache hit and compare
 ``FASTLOWER_CACHE_KEY_FILE``    path    (user's) the key that signs cache entries
 ``FASTLOWER_CACHE_BASE_DIR``    paths   (none)  more base directories of the lowering key
@@ -150,7 +150,8 @@ VARIABLES: Dict[str, Variable] = {v.name: v for v in (
              minimum=1, option="preprocess workers"),
     Variable(CACHE_DIR, "path", None, "the cache folder (default: no cache; the CLI: the "
              "user's cache folder)", option="preprocess cache_dir"),
-    Variable(CACHE_SIZE, "int", None, "the cache's size limit in bytes (default 2 GiB)",
+    Variable(CACHE_SIZE, "int", None, "the cache's size limit in bytes (default: 2 GiB, or "
+             "4x the largest lowering entry)",
              minimum=0, option="preprocess cache_size"),
     Variable(CACHE_VERIFY, "bool", False, "re-run preprocess / lowering on every cache hit",
              option="preprocess verify"),

@@ -268,7 +268,8 @@ def test_peak_memory_in_bytes_in_the_json_report():
     jsonschema.validate(doc, report_json.schema())
     memory = doc["memory"]
     assert memory["peak_rss_bytes"] == report.peak_rss_bytes
-    assert before <= memory["peak_rss_bytes"] <= _mem_total_bytes()
+    # (less 1 MiB: the kernel folds a thread's page counts into the high-water mark late)
+    assert before - (1 << 20) <= memory["peak_rss_bytes"] <= _mem_total_bytes()
     assert 0 <= memory["children_peak_rss_bytes"] <= _mem_total_bytes()
     # the pool's workers have been waited for: they count as children (a fork of this
     # process: its resident set is at least the pages it touched, well above a MiB)

@@ -31,12 +31,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional
 
+from .. import settings
 from .names import TAG
 
 log = logging.getLogger("fastlower.cache")
 
 FOLLOW = 4
-_SETTING = "FASTLOWER_CACHE_SIZE (or fastlower.preprocess.options(cache_size=...))"
+_SETTING = f"{settings.CACHE_SIZE} (or fastlower.preprocess.options(cache_size=...))"
 
 
 def reserve(total: int) -> int:
