@@ -31,13 +31,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional
 
-from .. import settings
+from .. import settings as env
 from .names import TAG
 
 log = logging.getLogger("fastlower.cache")
 
 FOLLOW = 4
-_SETTING = f"{settings.CACHE_SIZE} (or fastlower.preprocess.options(cache_size=...))"
+_SETTING = f"{env.CACHE_SIZE} (or fastlower.preprocess.options(cache_size=...))"
 
 
 def reserve(total: int) -> int:
@@ -102,7 +102,7 @@ def judge(key: str, size: int, limit: int, given: bool, directory: Path,
         where = (f"the cache's size limit, {human(limit)}: it follows the model ({FOLLOW}x "
                  f"its largest entry) but no further than the free disk space of {directory} "
                  f"allows")
-        advice = f"free disk space there, or point FASTLOWER_CACHE_DIR at a disk with {need} free"
+        advice = f"free disk space there, or point {env.CACHE_DIR} at a disk with {need} free"
     if size > limit:
         return Verdict(False, f"fastlower: {what} was not stored in {directory}: it is larger "
                               f"than {where}, and storing it would evict every other entry "
