@@ -40,7 +40,10 @@ def pytest_xdist_auto_num_workers(config):
 # --dist loadscope a module runs whole on one worker, and a long one started last would
 # keep its worker busy while the others stand idle (longest-processing-time-first).
 LONG_MODULES = [
+    "tests/pipeline/test_export_llm_stories15m.py",  # slow set only
     "tests/pipeline/test_export_llm.py",
+    "tests/fuzz/test_differential_fuzz.py",
+    "tests/adversarial/test_fuzz.py",
     "tests/differential/test_lowering.py",
     "tests/conformance/test_reference_suite.py",
     "tests/adversarial/test_premises.py",
@@ -56,6 +59,15 @@ LONG_MODULES = [
     "tests/structure/test_new_checkpoint.py",
     "tests/differential/test_errors.py",
     "tests/structure/test_classes_differential.py",
+    "tests/cli/test_run.py",
+    "tests/pipeline/test_cache_across_processes.py",
+    "tests/edge/test_edge_stage_differential.py",
+    "tests/cache/test_hits.py",
+    "tests/plugin/test_pytest_plugin.py",
+    "tests/cache/test_corruption.py",
+    "tests/preprocess/test_start_method.py",
+    "tests/shared/test_two_checkouts.py",
+    "tests/cache/test_quantized.py",
 ]
 
 

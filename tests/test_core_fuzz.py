@@ -4,7 +4,7 @@
   ``fuzz/make_corpus.py`` from real encoded graphs) replays without a crash or a
   core/twin mismatch;
 * the byte format decodes what its writer wrote;
-* the fuzzer itself runs for ``FASTLOWER_FUZZ_SECONDS`` (default 15; 120 in the
+* the fuzzer itself runs for ``FASTLOWER_FUZZ_SECONDS`` (default 15; 60 in the
   ``slow`` set) from the corpus in a subprocess and must exit cleanly: a crash of
   the interpreter, an undocumented exception or a core/twin disagreement fails the test and leaves
   the input in the test's temporary directory (replay it with
@@ -27,7 +27,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 FUZZ_DIR = os.path.join(ROOT, "fuzz")
 CORPUS = os.path.join(FUZZ_DIR, "corpus")
 SECONDS = int(os.environ.get("FASTLOWER_FUZZ_SECONDS", "15"))
-SLOW_SECONDS = 120
+SLOW_SECONDS = 60
 
 
 @pytest.fixture(scope="module")

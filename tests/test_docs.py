@@ -126,6 +126,8 @@ def run_doc_test(test: DocTest, folder: Path) -> None:
     for name in ("FASTLOWER_CACHE_DIR", "FASTLOWER_CACHE_KEY_FILE",
                  "XDG_CACHE_HOME", "XDG_CONFIG_HOME"):
         env.pop(name, None)
+    for name in [name for name in env if name.startswith("PYTEST_")]:
+        env.pop(name)  # an outer xdist worker's PYTEST_XDIST_WORKER turns pytest-benchmark off
     env["HOME"] = str(folder / "home")  # "~/.cache/fastlower" and the cache key stay in here
     (folder / "home").mkdir(exist_ok=True)
     for step in test.steps:

@@ -13,6 +13,7 @@ is warned about at most once per cache. The default run tries a dozen damages; t
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import shutil
@@ -115,11 +116,49 @@ def test_damaged_entries_never_fail_a_new_process(filled, tmp_path):
     _try(filled, tmp_path, local, {name: damage.DAMAGES[name] for name in SHARED_DEFAULT})
 
 
+def _sections(filled: Path) -> set:
+    """The length and count fields the filled folder's entries have."""
+    return {name for row in damage.rows(filled)
+            for name in damage.fields(damage.read_value(filled, row))}
+
+
+# the small model's entries hold no bytes object of BLOB_MIN_BYTES (64 KiB) or more, so
+# they have no "bytes length" field to damage: test_a_huge_bytes_length_is_named checks it
+NOT_IN_THE_SMALL_MODEL = {"bytes length"}
+
+
+def _applicable(filled: Path) -> Dict[str, Damage]:
+    absent = set(damage.SECTIONS) - _sections(filled)
+    assert absent == NOT_IN_THE_SMALL_MODEL, absent
+    return {name: change for name, change in damage.DAMAGES.items()
+            if name.removeprefix("huge ") not in absent}
+
+
+def test_a_huge_bytes_length_is_named(tmp_path):
+    """An entry holding a large ``bytes`` object (a ``.pte``'s piece), its length or count
+    made huge: a :class:`DamagedEntry` naming the field, before anything is allocated."""
+    from fastlower.cache import store
+    from fastlower.cache.errors import DamagedEntry
+    from fastlower.cache.serialize.writer import BLOB_MIN_BYTES
+
+    key = "executorch:0123"
+    seal = store.LoweringStore(tmp_path / "folder", 2 ** 30).seal
+    data = b"".join(bytes(c) for c in entry.encode({}, {"pte": b"x" * BLOB_MIN_BYTES},
+                                                   seal(key)))
+    assert "bytes length" in damage.fields(data)
+    for section in ("bytes length", "bytes count"):
+        broken = damage.DAMAGES[f"huge {section}"](data, key)
+        assert broken != data
+        with pytest.raises(DamagedEntry, match=section):
+            list(entry.read(io.BytesIO(broken), seal(key)))
+    assert list(entry.read(io.BytesIO(data), seal(key)))[1] == {"pte": b"x" * BLOB_MIN_BYTES}
+
+
 @pytest.mark.slow
 def test_every_damage_in_both_tiers_and_random_ones(filled, tmp_path):
-    local: Dict[str, Optional[Damage]] = dict(damage.DAMAGES)
+    local: Dict[str, Optional[Damage]] = dict(_applicable(filled))
     local.update({f"random damage {seed}": damage.random_damage(seed) for seed in range(16)})
     local["entries swapped between keys"] = None
-    shared = dict(damage.DAMAGES)
+    shared = dict(_applicable(filled))
     shared.update({f"random damage {seed}": damage.random_damage(seed) for seed in range(8)})
     _try(filled, tmp_path, local, shared)

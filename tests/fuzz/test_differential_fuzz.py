@@ -2,7 +2,7 @@
 
 Default run: ``DEFAULT_CASES // oracle.CASES_PER_PROGRAM`` programs x
 ``oracle.CASES_PER_PROGRAM`` partitioner cases each (52 cases).
-Slow mode: ``pytest -m slow tests/fuzz`` runs 1,200 cases (CI runs it after the default
+Slow mode: ``pytest -m slow tests/fuzz`` runs 500 cases (CI runs it after the default
 run); the long run of 5,000 (about an hour) or any number with ``FASTLOWER_FUZZ_CASES=<n>``.
 
 Replay one case from the seed printed on failure::
@@ -22,7 +22,7 @@ from hypothesis import strategies as st
 from tests.fuzz import oracle
 
 DEFAULT_CASES = 52
-SLOW_CASES = 1200
+SLOW_CASES = 500
 _ENV_CASES = os.environ.get("FASTLOWER_FUZZ_CASES")
 
 

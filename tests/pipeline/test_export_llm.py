@@ -8,8 +8,9 @@ partition and stores the whole lowering, the second is served the whole
 ``preprocess``). In slow mode, fastlower's fake outputs in verify mode on the same
 program give the reference's ``.pte`` too (one reference export of the tiny config serves
 both), and a checkpoint with one weight changed misses the lowering cache and takes every
-other partition from the preprocess cache. The stories15M-size
-and unquantized configs run in slow mode; the timings are benchmarks
+other partition from the preprocess cache. The unquantized config runs in slow mode, the
+stories15M-size one in slow mode in ``test_export_llm_stories15m.py`` (its own module, so
+another worker runs it beside these); the timings are benchmarks
 (``benchmarks/test_export_llm_bench.py``).
 """
 
@@ -17,7 +18,7 @@ from __future__ import annotations
 
 import pytest
 
-from .export_llm import STORIES15M, TINY, run_export
+from .export_llm import TINY, run_export
 
 
 @pytest.fixture(scope="module")
@@ -48,7 +49,6 @@ def _reference_then_cold_then_warm(config, tmp_path, reference=None):
 @pytest.mark.parametrize("config", [
     TINY,
     pytest.param(TINY.with_qmode(None), marks=pytest.mark.slow),
-    pytest.param(STORIES15M, marks=pytest.mark.slow),
 ], ids=lambda c: c.name)
 def test_export_llm_identical_pte_and_warm_cache(config, tmp_path, request):
     reference = request.getfixturevalue("tiny_reference") if config == TINY else None
@@ -87,9 +87,11 @@ def test_export_llm_one_weight_changed_hits_the_preprocess_cache(tmp_path):
     assert cold.ok, cold.log
     changed_reference = run_export("reference", config, tmp_path, nudge=NUDGED)
     assert changed_reference.ok, changed_reference.log
-    changed = run_export("fastlower", config, tmp_path, workers=2, cache_dir=cache, nudge=NUDGED)
+    # the lowering cache off: with it, the changed checkpoint is refit from the cold run's
+    # entry (tests/structure/test_refit.py); here the preprocess cache is what is tested
+    changed = run_export("fastlower", config, tmp_path, workers=2, cache_dir=cache, nudge=NUDGED,
+                         extra_env={"FASTLOWER_LOWERING_CACHE": "0"})
     assert changed.ok, changed.log
     assert changed.pte_sha256 == changed_reference.pte_sha256 != cold.pte_sha256
-    assert changed.lowering_cache == ["miss"]
     # only the partitions holding the changed weight are preprocessed again
     assert changed.cache_hits > 0 and 0 < changed.cache_misses < cold.cache_misses
