@@ -28,10 +28,12 @@ pytestmark = pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
 @pytest.mark.parametrize("case", [
     "next_lookup_waits",  # a child stores the entry; the next lookup of its key waits for it
     "entry_is_as_returned",  # the entry is the lowering as returned, not as changed afterwards
-    "small_or_threaded_inline",  # small entries, and callers with other threads, store inline
+    # small entries, and callers with other threads, store inline
+    pytest.param("small_or_threaded_inline", marks=pytest.mark.slow),
     "hung_child_killed",  # a hung child is killed at the deadline, never waited for forever
     "failing_child_harmless",  # a child that fails leaves no entry and the caller unharmed
-    "tqdm_waiter_kept_out",  # the child does not release the tqdm lock the parent holds
+    # the child does not release the tqdm lock the parent holds
+    pytest.param("tqdm_waiter_kept_out", marks=pytest.mark.slow),
 ])
 def test_detached_store(case, tmp_path):
     env = dict(os.environ, PYTHONPATH=str(ROOT), FASTLOWER_WORKERS="1")

@@ -116,7 +116,8 @@ CACHED_TEST = USER_TEST.replace(
     "                              use_cache=os.environ.get('USE_CACHE') == '1')")
 
 
-@pytest.mark.parametrize("use_cache, hits", [(False, 0), (True, 2)])
+@pytest.mark.parametrize("use_cache, hits", [pytest.param(False, 0, marks=pytest.mark.slow),
+                                             (True, 2)])
 def test_timed_rounds_use_no_cache_unless_asked(use_cache, hits, pytester, monkeypatch,
                                                 tmp_path):
     """With FASTLOWER_CACHE_DIR set, the warm-up round would fill the cache and every timed

@@ -105,6 +105,7 @@ def test_dask_cluster_gives_identical_results(dask_executor):
     assert fingerprint(remote) == fingerprint(serial)
 
 
+@pytest.mark.slow  # test_dask_cluster_gives_identical_results is the default run's
 def test_dask_cluster_xnnpack_pte_identical(dask_executor):
     serial = _serial_pte()
     assert _pte(executor=dask_executor) == serial
