@@ -215,3 +215,24 @@ def test_no_tracker_numbers():
         for m in re.finditer(r"\bissues?[ -]#?\d+|\(#\d+\)", text, re.I):
             found.append(f"{path.relative_to(ROOT)}: {m[0]}")
     assert found == []
+
+
+def test_no_merge_leftovers_or_placeholders():
+    """A merge's conflict markers in a tracked text file, or a placeholder left in a
+    document, would ship as text no reader can use."""
+    tracked = subprocess.run(["git", "ls-files"], cwd=ROOT, capture_output=True, text=True)
+    if tracked.returncode != 0:
+        pytest.skip("not a git checkout")
+    conflict = re.compile(r"^(<{7} |>{7} |={7}$)", re.M)
+    placeholder = re.compile(r"\b[A-Z]+_PLACE" r"HOLDER\b")
+    found = []
+    for name in tracked.stdout.splitlines():
+        path = ROOT / name
+        if path.suffix not in {".md", ".py", ".toml", ".txt", ".cpp", ".h"} or not path.is_file():
+            continue
+        text = path.read_text(errors="replace")
+        hits = list(conflict.finditer(text))
+        if path.suffix == ".md":
+            hits += placeholder.finditer(text)
+        found += [f"{name}:{text[:m.start()].count(chr(10)) + 1}" for m in hits]
+    assert found == []
