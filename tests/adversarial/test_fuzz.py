@@ -34,12 +34,12 @@ def _fuzz(tmp_path: Path, first: int, stop: int) -> list:
     return json.loads(out.read_text())
 
 
-def _check(results: list, first: int, stop: int) -> None:
+def _check(results: list, first: int, stop: int, refit: bool = True) -> None:
     assert [r["seed"] for r in results] == list(range(first, stop))
     different = [r for r in results if not r["same"]]
     assert not different, json.dumps(different, indent=1)
     # the range exercises what it is for: shortcuts taken, not only real lowerings
-    assert any(r["cache"] == "refit" for r in results), results
+    assert not refit or any(r["cache"] == "refit" for r in results), results
     assert any(r["derived"] for r in results), results
 
 
@@ -49,4 +49,6 @@ def test_fixed_seed_range(tmp_path):
 
 @pytest.mark.slow
 def test_more_seeds(tmp_path):
-    _check(_fuzz(tmp_path, 5, 30), 5, 30)
+    # seeds 5-29 draw no refit (seed 4 of the default range does, and tests/structure's
+    # refit tests): here every .pte must be ExecuTorch's, and members are derived
+    _check(_fuzz(tmp_path, 5, 30), 5, 30, refit=False)
