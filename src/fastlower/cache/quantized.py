@@ -50,6 +50,7 @@ from ..preprocess.folder import tell_once
 from ..preprocess.keys import content_digest
 from . import access
 from .configuration import LoweringCacheSettings, resolve
+from .entry import ChunkReader
 from .errors import QuantizationCacheVerificationError
 from .store import LoweringStore
 from .trust.seal import SIZE as MAC_SIZE
@@ -209,7 +210,7 @@ def _write(store: LoweringStore, key: str, qdata: torch.Tensor, scale: torch.Ten
         return False
     try:
         data = encode(key, store.folder.seal(PURPOSE, key), qdata, scale, stored)
-        return store.put(key, io.BytesIO(data), tag=TAG)  # the folder's size rules
+        return store.put(key, ChunkReader([data]), tag=TAG)  # the folder's size rules
     except (KeyboardInterrupt, SystemExit):
         raise
     except Exception as exc:  # a full disk, a locked folder: the result stands

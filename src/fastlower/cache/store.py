@@ -81,7 +81,7 @@ class LoweringStore:
             raise DamagedEntry(f"not a fastlower lowering-cache entry (a {type(found).__name__})")
         return cast(BinaryIO, found)
 
-    def put(self, key: str, stream: io.RawIOBase | io.BytesIO, tag: str = TAG) -> bool:
+    def put(self, key: str, stream: io.RawIOBase, tag: str = TAG) -> bool:
         """Stores the entry read from ``stream`` (atomically, see the module docstring);
         False, with one warning per process and folder, when the size limit cannot keep
         it (:mod:`.budget`)."""
@@ -95,9 +95,8 @@ class LoweringStore:
             tell_once(self.directory, "size", verdict.message, stacklevel=3)
         if not verdict.keep:
             return False
-        reader = (stream if isinstance(stream, io.BytesIO)
-                  else io.BufferedReader(stream, buffer_size=1 << 22))
-        self.store.set(key, reader, read=True, tag=tag, retry=True)
+        self.store.set(key, io.BufferedReader(stream, buffer_size=1 << 22), read=True, tag=tag,
+                       retry=True)
         return True
 
     def drop(self, key: str) -> None:
@@ -112,7 +111,7 @@ class LoweringStore:
         self.store.close()
 
 
-def _size(stream: io.IOBase) -> int:
+def _size(stream: io.RawIOBase) -> int:
     """The bytes from the stream's position to its end (the position is kept)."""
     here = stream.tell()
     end = stream.seek(0, io.SEEK_END)
