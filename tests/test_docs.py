@@ -234,5 +234,7 @@ def test_no_merge_leftovers_or_placeholders():
         hits = list(conflict.finditer(text))
         if path.suffix == ".md":
             hits += placeholder.finditer(text)
-        found += [f"{name}:{text[:m.start()].count(chr(10)) + 1}" for m in hits]
+        for m in hits:
+            line = text.count("\n", 0, m.start()) + 1
+            found.append(f"{name}:{line}")
     assert found == []

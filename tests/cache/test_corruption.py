@@ -156,9 +156,10 @@ def test_a_huge_bytes_length_is_named(tmp_path):
 
 @pytest.mark.slow
 def test_every_damage_in_both_tiers_and_random_ones(filled, tmp_path):
-    local: Dict[str, Optional[Damage]] = dict(_applicable(filled))
+    applicable = _applicable(filled)
+    local: Dict[str, Optional[Damage]] = dict(applicable)
     local.update({f"random damage {seed}": damage.random_damage(seed) for seed in range(16)})
     local["entries swapped between keys"] = None
-    shared = dict(_applicable(filled))
+    shared = dict(applicable)
     shared.update({f"random damage {seed}": damage.random_damage(seed) for seed in range(8)})
     _try(filled, tmp_path, local, shared)

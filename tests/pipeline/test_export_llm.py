@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import pytest
 
+from .cold_warm import reference_then_cold_then_warm
 from .export_llm import TINY, run_export
 
 
@@ -29,35 +30,13 @@ def tiny_reference(tmp_path_factory):
     return reference
 
 
-def _reference_then_cold_then_warm(config, tmp_path, reference=None):
-    if reference is None:
-        reference = run_export("reference", config, tmp_path)
-    assert reference.ok, reference.log
-    cache = tmp_path / "cache"
-    cold = run_export("fastlower", config, tmp_path, workers=2, cache_dir=cache)
-    assert cold.ok, cold.log
-    warm = run_export("fastlower", config, tmp_path, workers=2, cache_dir=cache)
-    assert warm.ok, warm.log
-    assert cold.pte_sha256 == reference.pte_sha256, "fastlower's .pte differs from the reference's"
-    assert warm.pte_sha256 == reference.pte_sha256, "the warm run's .pte differs"
-    for run in (reference, cold, warm):  # the harness's page-fault counts, one pair per call
-        assert len(run.calls_minor_faults) == len(run.calls) > 0, run
-        assert all(0 < start <= end for start, end in run.calls_minor_faults), run
-    return reference, cold, warm
-
-
 @pytest.mark.parametrize("config", [
     TINY,
     pytest.param(TINY.with_qmode(None), marks=pytest.mark.slow),
 ], ids=lambda c: c.name)
 def test_export_llm_identical_pte_and_warm_cache(config, tmp_path, request):
     reference = request.getfixturevalue("tiny_reference") if config == TINY else None
-    _, cold, warm = _reference_then_cold_then_warm(config, tmp_path, reference)
-    assert cold.lowering_cache == ["miss"]
-    assert cold.cache_misses > 0 and cold.cache_hits == 0
-    # the whole call from the lowering cache: to_backend never ran
-    assert warm.lowering_cache == ["hit"]
-    assert (warm.cache_hits, warm.cache_misses) == (0, 0)
+    reference_then_cold_then_warm(config, tmp_path, reference)
 
 
 @pytest.mark.slow  # fake outputs in verify mode: tests/test_fake_outputs.py in the default run
@@ -93,5 +72,6 @@ def test_export_llm_one_weight_changed_hits_the_preprocess_cache(tmp_path):
                          extra_env={"FASTLOWER_LOWERING_CACHE": "0"})
     assert changed.ok, changed.log
     assert changed.pte_sha256 == changed_reference.pte_sha256 != cold.pte_sha256
+    assert changed.lowering_cache == [None]  # the lowering cache took no part: no refit
     # only the partitions holding the changed weight are preprocessed again
     assert changed.cache_hits > 0 and 0 < changed.cache_misses < cold.cache_misses

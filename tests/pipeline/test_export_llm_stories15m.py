@@ -10,14 +10,10 @@ from __future__ import annotations
 
 import pytest
 
+from .cold_warm import reference_then_cold_then_warm
 from .export_llm import STORIES15M
-from .test_export_llm import _reference_then_cold_then_warm
 
 
 @pytest.mark.slow
 def test_export_llm_stories15m_identical_pte_and_warm_cache(tmp_path):
-    _, cold, warm = _reference_then_cold_then_warm(STORIES15M, tmp_path)
-    assert cold.lowering_cache == ["miss"]
-    assert cold.cache_misses > 0 and cold.cache_hits == 0
-    assert warm.lowering_cache == ["hit"]
-    assert (warm.cache_hits, warm.cache_misses) == (0, 0)
+    reference_then_cold_then_warm(STORIES15M, tmp_path)
