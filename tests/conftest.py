@@ -23,6 +23,7 @@ for p in reversed(_paths):
         sys.path.insert(0, p)
 
 
+@pytest.hookimpl(optionalhook=True)  # pytest-xdist's hook: absent without the plugin
 def pytest_xdist_auto_num_workers(config):
     """``-n auto``: half as many workers again as cores (3 on 2 cores).
 
