@@ -238,3 +238,9 @@ def test_no_merge_leftovers_or_placeholders():
             line = text.count("\n", 0, m.start()) + 1
             found.append(f"{name}:{line}")
     assert found == []
+
+
+def test_readme_stays_a_front_page():
+    """The README is a front page (at most 250 lines): reference material goes to docs/."""
+    lines = (ROOT / "README.md").read_text().count("\n")
+    assert lines <= 250, f"README.md has {lines} lines; move reference material to docs/"
