@@ -1,23 +1,27 @@
-"""Where torch's fake-tensor cache does not answer inside ``to_edge_transform_and_lower``.
+"""Where the time of ``export_llm``'s ``to_edge_transform_and_lower`` goes.
 
 Run ``export_llm`` through it, as ``python -m executorch.extension.llm.export.export_llm``
-would run (under ``fastlower run`` for fastlower's edge stage)::
+would run (under ``fastlower run`` for fastlower's lowering)::
 
-    PYTHONPATH=. fastlower run --no-cache -m benchmarks.fake_dispatch_census ARGS...
+    PYTHONPATH=. fastlower run --no-cache -m benchmarks.lowering_call_probe [--profile OUT] ARGS...
 
-For the first ``to_edge_transform_and_lower`` call it prints one ``FAKECOUNT {json}`` line
-on stderr: torch's fake-tensor cache hits, misses and bypasses by reason, and the
-operators whose fake dispatch the cache did not answer, by seconds (outermost calls).
+Without ``--profile``: for each ``to_edge_transform_and_lower`` call, one ``FAKECOUNT
+{json}`` line on stderr: torch's fake-tensor cache hits, misses and bypasses by reason,
+and the operators whose fake dispatch the cache did not answer, by seconds (outermost
+calls). With ``--profile OUT``: the call under cProfile, its stats written to ``OUT`` (no
+census timers). Whatever implementation is bound when the wrapper is made is the one
+probed, as in ``tests/pipeline/timed.py``.
 """
 
 from __future__ import annotations
 
 import collections
+import cProfile
 import json
 import runpy
 import sys
 import time
-from typing import Any
+from typing import Any, Callable
 
 import executorch.exir as exir
 import executorch.exir.program._program as program
@@ -63,14 +67,34 @@ def _census(*args: Any, **kwargs: Any) -> Any:
             file=sys.stderr, flush=True)
 
 
-def main() -> None:
-    FakeTensorMode._dispatch_impl = _timed_dispatch
-    program.to_edge_transform_and_lower = _census
-    exir.to_edge_transform_and_lower = _census
-    sys.argv = ["export_llm"] + sys.argv[1:]
+def _profiled(out: str) -> Callable[..., Any]:
+    def call(*args: Any, **kwargs: Any) -> Any:
+        profile = cProfile.Profile()
+        start = time.perf_counter()
+        profile.enable()
+        try:
+            return _ORIGINAL(*args, **kwargs)
+        finally:
+            profile.disable()
+            print(f"PROFILED to_edge_transform_and_lower {time.perf_counter() - start:.1f} s",
+                  file=sys.stderr, flush=True)
+            profile.dump_stats(out)
+
+    return call
+
+
+def main(argv: list) -> None:
+    if argv[:1] == ["--profile"]:
+        wrapper, argv = _profiled(argv[1]), argv[2:]
+    else:
+        FakeTensorMode._dispatch_impl = _timed_dispatch
+        wrapper = _census
+    program.to_edge_transform_and_lower = wrapper
+    exir.to_edge_transform_and_lower = wrapper
+    sys.argv = ["export_llm"] + argv
     runpy.run_module("executorch.extension.llm.export.export_llm", run_name="__main__",
                      alter_sys=True)
 
 
 if __name__ == "__main__":
-    main()
+    main(sys.argv[1:])
