@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
+from tests import python_children
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCUMENTS = [ROOT / "README.md", ROOT / "CONTRIBUTING.md", *sorted((ROOT / "docs").glob("*.md"))]
@@ -142,8 +143,8 @@ def run_doc_test(test: DocTest, folder: Path) -> None:
             command = ["bash", "-euo", "pipefail", "-c", block.text]
         else:
             raise AssertionError(f"{where}: a test block is python or bash, not {block.info!r}")
-        done = subprocess.run(command, cwd=folder, env=env, capture_output=True, text=True,
-                              timeout=TIMEOUT)
+        done = python_children.run(command, cwd=folder, env=env, capture_output=True, text=True,
+                                   timeout=TIMEOUT)
         assert done.returncode == step.exit, (
             f"{where}: exit code {done.returncode}, expected {step.exit}\n"
             f"--- stdout\n{done.stdout[-4000:]}\n--- stderr\n{done.stderr[-4000:]}")

@@ -14,11 +14,11 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from tests import python_children
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -27,9 +27,9 @@ def _fuzz(tmp_path: Path, first: int, stop: int) -> list:
     out = tmp_path / "fuzz.json"
     env = {k: v for k, v in os.environ.items() if not k.startswith("FASTLOWER_")}
     env["PYTHONPATH"] = str(ROOT)
-    done = subprocess.run([sys.executable, "-m", "tests.adversarial.run", "fuzz", str(out),
-                           str(first), str(stop), str(tmp_path / "cache")], cwd=ROOT, env=env,
-                          capture_output=True, text=True, timeout=1200)
+    done = python_children.run([sys.executable, "-m", "tests.adversarial.run", "fuzz", str(out),
+                                str(first), str(stop), str(tmp_path / "cache")], cwd=ROOT, env=env,
+                               capture_output=True, text=True, timeout=1200)
     assert done.returncode == 0, done.stderr[-4000:]
     return json.loads(out.read_text())
 

@@ -20,13 +20,13 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Dict, List, Tuple
 
 import pytest
+from tests import python_children
 
 ROOT = Path(__file__).resolve().parents[2]
 ZERO_BIASES = [f"layers.{k}.bias:zero" for k in range(4)]
@@ -82,8 +82,8 @@ def _run(jobs: List[Dict[str, Any]], path: Path, env_extra: Dict[str, str]) -> L
     path.write_text(json.dumps(jobs))
     env = {k: v for k, v in os.environ.items() if not k.startswith("FASTLOWER_")}
     env.update(PYTHONPATH=str(ROOT), **env_extra)
-    done = subprocess.run([sys.executable, "-m", "tests.adversarial.run", "batch", str(path)],
-                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
+    done = python_children.run([sys.executable, "-m", "tests.adversarial.run", "batch", str(path)],
+                               cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
     assert done.returncode == 0, done.stderr[-4000:]
     outcomes = json.loads(path.with_name(path.name + ".out").read_text())
     for k, outcome in enumerate(outcomes):

@@ -36,6 +36,7 @@ import uuid
 import warnings
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+from tests import python_children
 
 ROOT = Path(__file__).resolve().parents[2]
 _ENV_CLEARED = ("FASTLOWER_LOWERING_CACHE", "FASTLOWER_CACHE_VERIFY", "FASTLOWER_CACHE_SIZE",
@@ -103,9 +104,10 @@ def _step(step: str, chain: bool, patched: bool, lines: _Lines) -> Dict[str, Any
 def start(out: Path, steps: Sequence[str], cache_dir: Path, *, chain: bool = False,
           patched: bool = False, barrier: Optional[Tuple[Path, int]] = None,
           wrap: Callable[[List[str]], List[str]] = list,
-          env: Optional[Dict[str, str]] = None) -> "subprocess.Popen[bytes]":
+          env: Optional[Dict[str, str]] = None, real: bool = False) -> "subprocess.Popen[bytes]":
     """Starts this module in a new process (serial preprocess, ``FASTLOWER_CACHE_DIR=cache_dir``,
-    plus ``env``); ``wrap`` may put the command inside another (a mount namespace)."""
+    plus ``env``); ``wrap`` may put the command inside another (a mount namespace). The process
+    is a fork of a pre-imported interpreter (``tests.python_children``) unless ``real``."""
     argv = [sys.executable, "-m", "tests.cache.lower_once", str(out), *steps]
     argv += ["--chain"] * chain + ["--patched"] * patched
     if barrier is not None:
@@ -115,8 +117,8 @@ def start(out: Path, steps: Sequence[str], cache_dir: Path, *, chain: bool = Fal
                    PYTHONPATH=str(ROOT), **(env or {}))
     log_file = open(out.with_name(out.name + ".log"), "wb")
     try:
-        return subprocess.Popen(wrap(argv), cwd=ROOT, env=environ, stdout=log_file,
-                                stderr=subprocess.STDOUT)
+        return python_children.popen(wrap(argv), cwd=ROOT, env=environ, stdout=log_file,
+                                     stderr=subprocess.STDOUT, real=real)
     finally:
         log_file.close()
 

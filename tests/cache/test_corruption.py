@@ -17,7 +17,6 @@ import io
 import json
 import os
 import shutil
-import subprocess
 import sys
 from pathlib import Path
 from typing import Callable, Dict, List, Optional
@@ -30,6 +29,7 @@ from fastlower.cache.shared import client as shared_client
 
 from . import damage, lower_once
 from .helpers import base_args, cache_at, lower, small_aten
+from tests import python_children
 
 DEFAULT = ["huge program length", "huge storage count", "huge storage length", "bytes flipped",
            "truncated to half", "cut before the MAC", "junk", "emptied", "random bytes"]
@@ -77,8 +77,9 @@ def _run(spec: List[Dict[str, object]], tmp_path: Path) -> List[Dict[str, object
     spec_path.write_text(json.dumps(spec))
     environ = {k: v for k, v in os.environ.items() if not k.startswith("FASTLOWER_")}
     environ.update(PYTHONPATH=str(lower_once.ROOT), FASTLOWER_WORKERS="1")
-    done = subprocess.run([sys.executable, "-m", "tests.cache.lower_in_folders", str(spec_path)],
-                          cwd=lower_once.ROOT, env=environ, capture_output=True, timeout=1200)
+    done = python_children.run([sys.executable, "-m", "tests.cache.lower_in_folders",
+                                str(spec_path)], cwd=lower_once.ROOT, env=environ,
+                               capture_output=True, timeout=1200)
     assert done.returncode == 0, done.stdout.decode(errors="replace")[-3000:] + \
         done.stderr.decode(errors="replace")[-5000:]
     return json.loads(spec_path.with_name("spec.json.out").read_text())

@@ -11,12 +11,12 @@ with which fastlower rightly refuses to fork.
 from __future__ import annotations
 
 import os
-import subprocess
 import sys
 import textwrap
 from pathlib import Path
 
 import pytest
+from tests import python_children
 
 
 
@@ -38,9 +38,9 @@ pytestmark = pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
 def test_detached_store(case, tmp_path):
     env = dict(os.environ, PYTHONPATH=str(ROOT), FASTLOWER_WORKERS="1")
     env.pop("FASTLOWER_CACHE_DIR", None)
-    done = subprocess.run([sys.executable, "-m", "tests.cache.detached_cases", case,
-                           str(tmp_path / "cache")], cwd=ROOT, env=env, capture_output=True,
-                          text=True, timeout=600)
+    done = python_children.run([sys.executable, "-m", "tests.cache.detached_cases", case,
+                                str(tmp_path / "cache")], cwd=ROOT, env=env, capture_output=True,
+                               text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-4000:]
 
 
@@ -68,8 +68,8 @@ _SCRIPT = textwrap.dedent("""
 def _process(cache: Path, pte: Path) -> list:
     env = dict(os.environ, PYTHONPATH=str(ROOT), FASTLOWER_WORKERS="1")
     env.pop("FASTLOWER_CACHE_DIR", None)
-    done = subprocess.run([sys.executable, "-c", _SCRIPT, str(cache), str(pte)], cwd=ROOT,
-                          env=env, capture_output=True, text=True, timeout=600)
+    done = python_children.run([sys.executable, "-c", _SCRIPT, str(cache), str(pte)], cwd=ROOT,
+                               env=env, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-4000:]
     return done.stdout.split()[-3:]
 

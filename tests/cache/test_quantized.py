@@ -6,7 +6,6 @@ entry is a miss; verify mode catches an entry that does not match a fresh run.""
 from __future__ import annotations
 
 import json
-import subprocess
 import sys
 import warnings
 from pathlib import Path
@@ -19,6 +18,7 @@ import fastlower.preprocess
 from fastlower.cache import quantized
 from fastlower.cache.errors import QuantizationCacheVerificationError
 from fastlower.cache.store import LoweringStore
+from tests import python_children
 
 torchao_primitives = pytest.importorskip("torchao.quantization.quant_primitives")
 REFERENCE = fastlower.patch.reference_of(quantized.REFERENCE_NAME)
@@ -196,9 +196,9 @@ print(json.dumps({"counts": quantized.counts(), "qdata": qdata.sum().item(),
 
 
 def test_two_processes_share_the_folder(tmp_path):
-    runs = [json.loads(subprocess.run([sys.executable, "-c", _CHILD, str(tmp_path)],
-                                      capture_output=True, text=True, check=True,
-                                      timeout=600).stdout.splitlines()[-1])
+    runs = [json.loads(python_children.run([sys.executable, "-c", _CHILD, str(tmp_path)],
+                                           capture_output=True, text=True, check=True,
+                                           timeout=600).stdout.splitlines()[-1])
             for _ in range(2)]
     assert runs[0]["counts"]["stored"] == 1 and runs[1]["counts"]["hit"] == 1, runs
     qdata, scale = REFERENCE(_weight(), [1, 32], -8, 7)

@@ -4,7 +4,6 @@ stderr, no traceback unless ``--debug``)."""
 import json
 import re
 import os
-import subprocess
 import sys
 from pathlib import Path
 
@@ -16,6 +15,7 @@ import torch
 import fastlower
 from fastlower.frontends import cli
 from fastlower.report import json as report_json
+from tests import python_children
 
 TOY = "tests.report.toy:AddMulPartitioner"
 
@@ -224,14 +224,14 @@ def test_console_entry_point_and_debug_traceback(tmp_path, files):
     cmd = [sys.executable, "-m", "fastlower", "lower", missing, "-o", str(tmp_path / "x.pte")]
     env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[2] / "src")) \
         if os.environ.get("FASTLOWER_TEST_SRC") == "1" else None
-    plain = subprocess.run(cmd, capture_output=True, text=True, timeout=120, env=env)
+    plain = python_children.run(cmd, capture_output=True, text=True, timeout=120, env=env)
     assert plain.returncode == 2
     assert plain.stderr == f"fastlower lower: error: {missing}: no such file\n"
-    debug = subprocess.run(cmd[:3] + ["--debug"] + cmd[3:], capture_output=True, text=True,
-                           timeout=120, env=env)
+    debug = python_children.run(cmd[:3] + ["--debug"] + cmd[3:], capture_output=True, text=True,
+                                timeout=120, env=env)
     assert debug.returncode == 2 and "Traceback" in debug.stderr and "UsageError" in debug.stderr
-    junk = subprocess.run(cmd[:4] + [str(files["junk"])] + cmd[5:], capture_output=True,
-                          text=True, timeout=120, env=env)
+    junk = python_children.run(cmd[:4] + [str(files["junk"])] + cmd[5:], capture_output=True,
+                               text=True, timeout=120, env=env)
     assert junk.returncode == 2 and junk.stderr.count("\n") == 1, junk.stderr
     assert junk.stderr.startswith(f"fastlower lower: error: {files['junk']}: not a program")
 
@@ -246,9 +246,9 @@ def test_cache_info_is_fast_silent_and_human(tmp_path):
     probe = ("import sys, fastlower.frontends.cli as c; code = c.main(sys.argv[1:]); "
              "print('torch imported' if 'torch' in sys.modules else 'no torch'); "
              "sys.exit(code)")
-    result = subprocess.run([sys.executable, "-c", probe, "cache", "info", "--only",
-                             "preprocess", "-v", "--debug", "--cache-dir", str(folder)],
-                            capture_output=True, text=True, timeout=60)
+    result = python_children.run([sys.executable, "-c", probe, "cache", "info", "--only",
+                                  "preprocess", "-v", "--debug", "--cache-dir", str(folder)],
+                                 capture_output=True, text=True, timeout=60, real=True)
     assert result.returncode == 0 and result.stderr == ""
     assert result.stdout.splitlines() == [
         f"cache: {folder}", "preprocess cache: 1 entries, 39.1 KiB",

@@ -24,6 +24,7 @@ from torch.utils import _pytree as pytree
 
 from fastlower.frontends import cli
 from fastlower.base.loading import ProgramLoadError, load, standins
+from tests import python_children
 
 REPO = Path(__file__).resolve().parents[2]
 EXPORTER = Path(__file__).with_name("exporter.py")
@@ -49,8 +50,9 @@ def _env(cache: Path) -> dict:
 
 def _export(folder: Path, *cases: str) -> Path:
     """The cases exported, saved and lowered in one process of their own."""
-    done = subprocess.run([sys.executable, str(EXPORTER), str(folder), *cases],
-                          capture_output=True, text=True, timeout=900, env=_env(folder / "cache"))
+    done = python_children.run([sys.executable, str(EXPORTER), str(folder), *cases],
+                               capture_output=True, text=True, timeout=900,
+                               env=_env(folder / "cache"))
     assert done.returncode == 0, done.stderr[-3000:]
     return folder
 
@@ -63,8 +65,8 @@ def saved(tmp_path_factory):
 def _cli(folder: Path, *argv, without_transformers: bool = False) -> subprocess.CompletedProcess:
     head = ([sys.executable, "-c", WITHOUT_TRANSFORMERS] if without_transformers
             else [sys.executable, "-m", "fastlower"])
-    return subprocess.run(head + [str(a) for a in argv], capture_output=True, text=True,
-                          timeout=600, env=_env(folder / "cache"), cwd=folder)
+    return python_children.run(head + [str(a) for a in argv], capture_output=True, text=True,
+                               timeout=600, env=_env(folder / "cache"), cwd=folder)
 
 
 def _warnings(stderr: str) -> list:

@@ -20,6 +20,7 @@ import pytest
 from fastlower.report import json as report_json
 from fastlower.frontends.script_runner import numbered
 from tests.stack_probe import CALLS
+from tests import python_children
 
 REPO = Path(__file__).resolve().parents[2]
 SCRIPT = Path(__file__).with_name("run_script.py")
@@ -36,8 +37,8 @@ def _env(**extra) -> dict:
 
 def _python(folder: Path, *argv, env=None) -> subprocess.CompletedProcess:
     folder.mkdir(exist_ok=True)
-    return subprocess.run([sys.executable, *map(str, argv)], capture_output=True, text=True,
-                          timeout=600, cwd=folder, env=env or _env())
+    return python_children.run([sys.executable, *map(str, argv)], capture_output=True, text=True,
+                               timeout=600, cwd=folder, env=env or _env())
 
 
 def test_run_script_is_the_direct_run_with_one_report_per_lowering(tmp_path):

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any, Dict, List, Optional
 
 from .tree_memory import TreeSampler
+from tests import python_children
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -224,7 +225,8 @@ def run_export(impl: str, config: LlmConfig, work: Path, *, cache_dir: Optional[
         raise ValueError(impl)
     start = time.perf_counter()
     with open(out_dir / "stdout.txt", "w+") as stdout, open(out_dir / "stderr.txt", "w+") as stderr:
-        proc = subprocess.Popen(cmd, cwd=out_dir, env=env, stdout=stdout, stderr=stderr, text=True)
+        proc = python_children.popen(cmd, cwd=out_dir, env=env, stdout=stdout, stderr=stderr,
+                                     text=True)
         with TreeSampler(proc.pid, interval=sample_interval) as sampler:
             try:
                 proc.wait(timeout=timeout)

@@ -10,17 +10,17 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
 from .export_llm import ROOT
+from tests import python_children
 
 
 def _lower(model: str, out: Path, cache: Path, *flags: str) -> dict:
-    proc = subprocess.run(
+    proc = python_children.run(
         [sys.executable, "-m", "tests.pipeline.lower_model", model, str(out),
          "--cache-dir", str(cache), *flags],
         cwd=ROOT, env=dict(os.environ, PYTHONPATH=str(ROOT)), capture_output=True, text=True,

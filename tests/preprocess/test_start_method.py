@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 import threading
 from pathlib import Path
@@ -19,6 +18,8 @@ import fastlower
 import fastlower.preprocess as pp
 from fastlower.preprocess import executors
 from fastlower.preprocess.jobs import PreprocessJob
+
+from tests import python_children
 
 from .helpers import (
     LinearPartitioner,
@@ -128,8 +129,8 @@ def test_threads_holding_locks_while_the_pool_starts():
     lock while it forks, and nothing hangs. A hang fails the test at the timeout."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("FASTLOWER_")}
     code = "from tests.preprocess.fork_safety import main; main()"
-    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True,
-                          text=True, timeout=600)
+    done = python_children.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True,
+                               text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
     seen = json.loads(done.stdout.strip().splitlines()[-1])
     assert seen == {"user-thread": {"runner": "spawn pool, 2 workers", "same_as_serial": True},

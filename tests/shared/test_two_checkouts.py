@@ -18,10 +18,10 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import subprocess
 import sys
 from pathlib import Path
 from typing import Any, Dict
+from tests import python_children
 
 SOURCES = Path(__file__).resolve().parents[1] / "cache"
 
@@ -43,8 +43,8 @@ def _export(where: Dict[str, Path], team: Path, out: Path, fresh: bool = False,
     if verify:
         environ["FASTLOWER_CACHE_VERIFY"] = "1"
     argv = [sys.executable, str(where["repo"] / "export_small.py"), str(out)]
-    done = subprocess.run(argv + ["--fresh"] * fresh, cwd=where["repo"], env=environ,
-                          capture_output=True, timeout=600)
+    done = python_children.run(argv + ["--fresh"] * fresh, cwd=where["repo"], env=environ,
+                               capture_output=True, timeout=600)
     assert done.returncode == 0, done.stderr.decode(errors="replace")[-5000:]
     result = json.loads(out.read_text())
     result["pte"] = Path(f"{out}.pte").read_bytes()

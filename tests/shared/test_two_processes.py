@@ -37,7 +37,8 @@ def test_a_second_process_with_an_empty_folder_hits_every_entry(tmp_path, moto):
         url, env, _ = stores[kind]
         out = tmp_path / kind / f"{name}.json"
         return out, lower_once.start(out, ["base"], tmp_path / kind / f"local-{name}",
-                                     patched=True, env=dict(env, FASTLOWER_SHARED_CACHE=url))
+                                     patched=True, env=dict(env, FASTLOWER_SHARED_CACHE=url),
+                                     real=True)  # real interpreters: other hash seeds
 
     firsts = {kind: start(kind, "first") for kind in stores}
     first = {kind: lower_once.outcome(process, out) for kind, (out, process) in firsts.items()}

@@ -12,12 +12,12 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 from pathlib import Path
 
 from tests.edge.models import partitioners
 from tests.structure.models import aten_program, lower
+from tests import python_children
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -27,9 +27,9 @@ def _lower_in_process(tmp_path: Path, seed: int, cache: Path) -> dict:
     env = {**os.environ, "FASTLOWER_CACHE_DIR": str(cache), "FASTLOWER_LOWERING_CACHE": "0",
            "FASTLOWER_PREPROCESS_CLASSES": "derive", "FASTLOWER_WORKERS": "1"}
     env.pop("FASTLOWER_CACHE_VERIFY", None)
-    done = subprocess.run([sys.executable, "-m", "tests.structure.lower_checkpoint", str(out),
-                           str(seed)], cwd=ROOT, env=env, capture_output=True, text=True,
-                          timeout=600)
+    done = python_children.run([sys.executable, "-m", "tests.structure.lower_checkpoint", str(out),
+                                str(seed)], cwd=ROOT, env=env, capture_output=True, text=True,
+                               timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
     found = json.loads(out.read_text())
     found["pte"] = out.with_name(out.name + ".pte").read_bytes()

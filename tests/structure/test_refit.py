@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 from pathlib import Path
 from typing import Any, Dict
@@ -27,6 +26,7 @@ import pytest
 from tests.edge.models import partitioners
 from tests.structure.models import lower
 from tests.structure.refit_checkpoint import program_of
+from tests import python_children
 
 ROOT = Path(__file__).resolve().parents[2]
 # the default run: a decoder refit (8da4w) and the conv net refused; the rest with -m slow
@@ -42,9 +42,9 @@ def _in_process(tmp_path: Path, cache: Path, family: str, qmode: str, seed: int,
            if k not in ("FASTLOWER_CACHE_VERIFY", "FASTLOWER_LOWERING_CACHE")}
     env.update(FASTLOWER_CACHE_DIR=str(cache), FASTLOWER_WORKERS="1", PYTHONPATH=str(ROOT),
                **({"FASTLOWER_CACHE_VERIFY": "1"} if verify else {}))
-    done = subprocess.run([sys.executable, "-m", "tests.structure.refit_checkpoint", str(out),
-                           family, qmode, str(seed), *flags], cwd=ROOT, env=env,
-                          capture_output=True, text=True, timeout=600)
+    done = python_children.run([sys.executable, "-m", "tests.structure.refit_checkpoint", str(out),
+                                family, qmode, str(seed), *flags], cwd=ROOT, env=env,
+                               capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-4000:]
     found = json.loads(out.read_text())
     found["pte"] = out.with_name(out.name + ".pte").read_bytes()
