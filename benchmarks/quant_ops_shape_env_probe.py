@@ -37,6 +37,16 @@ SEEN: set = set()
 _STATE = {"active": False, "inner": 0, "retrace": 0}
 
 
+def _symbolic(args: Any, kwargs: Any) -> bool:
+    """Whether an input tensor's size or a size argument is symbolic."""
+    import torch
+    import torch.utils._pytree as pytree
+    from torch.fx.experimental.symbolic_shapes import free_symbols
+
+    return bool(free_symbols([leaf for leaf in pytree.tree_leaves((args, kwargs))
+                              if isinstance(leaf, (torch.Tensor, torch.SymInt))]))
+
+
 def _dispatch(self: Any, func: Any, types: Any, args: Any, kwargs: Any) -> Any:
     if not _STATE["active"]:
         _STATE["inner"] += 1
@@ -44,14 +54,12 @@ def _dispatch(self: Any, func: Any, types: Any, args: Any, kwargs: Any) -> Any:
     if "torchao" not in str(func) or self.shape_env is None:
         return _DISPATCH(self, func, types, args, kwargs)
     from torch._C import _get_dispatch_mode
-    from torch._C._dynamo import _TorchDispatchModeKey  # type: ignore[attr-defined]
-    from torch.fx.experimental.symbolic_shapes import free_symbols
-
+    from torch._C import _TorchDispatchModeKey
     proxy = _get_dispatch_mode(_TorchDispatchModeKey.PROXY) is not None
     key = call_key(func, args, kwargs)
     repeat = key in SEEN
     SEEN.add(key)
-    symbolic = bool(free_symbols((args, kwargs)))
+    symbolic = bool(_symbolic(args, kwargs))
     _STATE["active"], _STATE["inner"] = False, 0
     try:
         with shape_env_changes(self.shape_env) as changed:
