@@ -66,7 +66,8 @@ class Template:
 
 def template(outputs: Any, input_leaves: List[Any]) -> Optional[Template]:
     """The outputs' description, or None when a remade copy could differ (an output
-    that is not a fresh fake tensor of its own storage, a data-dependent size)."""
+    that is not a fresh fake tensor of its own storage, a data-dependent size, a
+    constant's fake tensor in or out)."""
     import torch
     import torch.utils._pytree as pytree
     from torch._subclasses.fake_tensor import FakeTensor
@@ -74,7 +75,11 @@ def template(outputs: Any, input_leaves: List[Any]) -> Optional[Template]:
     from torch.multiprocessing.reductions import StorageWeakRef
 
     leaves, spec = pytree.tree_flatten(outputs)
-    if not leaves or not all(type(leaf) is FakeTensor for leaf in leaves):
+    if not leaves or not all(type(leaf) is FakeTensor and leaf.constant is None
+                             for leaf in leaves):
+        return None  # a constant's fake tensor carries its value: not remade
+    if any(isinstance(leaf, FakeTensor) and leaf.constant is not None
+           for leaf in input_leaves):
         return None
     places = input_nodes(input_leaves)
     taken = {StorageWeakRef(leaf.untyped_storage())
