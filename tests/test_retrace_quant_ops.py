@@ -83,3 +83,44 @@ def test_a_changed_shape_environment_is_a_miss():
     after = env_state(env)
     torch._check(symbol > 3)  # known now: no change
     assert not retrace_quant_ops.state_difference(after, env_state(env))
+
+
+
+class _GroupedOnSymbolicDim(torch.nn.Module):
+    """Groups of 32 along a symbolic dimension: export's calls add guards
+    (``Eq(Mod(s, 32), 0)`` ...); the retrace's, in the same shape environment, add none,
+    and their outputs' sizes are new ``SymNode`` s of ``s // 32``."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        ops = torch.ops.torchao
+        for _ in range(2):
+            scale, zero = ops.choose_qparams_affine(x, "ASYMMETRIC", [1, 32], torch.int8,
+                                                    -8, 7, 1e-6, torch.float32, torch.int8)
+            q = ops.quantize_affine(x, [1, 32], scale, zero, torch.int8, -8, 7)
+            x = ops.dequantize_affine(q, [1, 32], scale, zero, torch.int8, -8, 7,
+                                      output_dtype=x.dtype)
+        return x
+
+
+def _grouped_retraced(mode: str) -> tuple:
+    import torchao.quantization.quant_primitives  # noqa: F401
+
+    program = torch.export.export(_GroupedOnSymbolicDim(), (torch.randn(4, 64),),
+                                  dynamic_shapes=({1: torch.export.Dim.DYNAMIC},),
+                                  strict=False)
+    with memo_module.remembering(mode):
+        retraced = program.run_decompositions({})
+    env = next(node.meta["val"] for node in retraced.graph.nodes
+               if node.op == "placeholder").fake_mode.shape_env
+    return (retraced.graph_module.print_readable(print_output=False),
+            [str(g.expr) for g in env.guards], memo_module.LAST.reused)
+
+
+@pytest.mark.parametrize("mode", ["on", "verify"])
+def test_sizes_divided_by_the_group_are_remade(mode):
+    graph_off, guards_off, _ = _grouped_retraced("off")
+    graph, guards, reused = _grouped_retraced(mode)
+    assert any("Mod" in guard for guard in guards_off)  # the premise: guards on the size
+    assert graph == graph_off
+    assert guards == guards_off
+    assert reused > 0

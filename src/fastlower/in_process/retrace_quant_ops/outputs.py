@@ -50,9 +50,9 @@ def _describe(value: Any, places: Dict[int, Place]) -> Optional[Tuple[Any, ...]]
     node = value.node
     if id(node) in places:
         return ("input", places[id(node)])
-    if node.constant is not None or node.fx_node is not None or node.pytype is not int:
+    if node.constant is not None or node.fx_node or node.pytype is not int:
         return None
-    return ("new", node.expr, node.hint)
+    return ("new", node.expr, node.hint)  # fx_node: translation validation only
 
 
 class Template:
