@@ -50,7 +50,7 @@ variable                        type    default meaning
 ``FASTLOWER_NODE_HISTORY``      choice  share   ``from_node`` histories: share/copy
 ``FASTLOWER_FAKE_OUTPUTS``      choice  reuse   fake outputs known without a run: reuse/run/verify
 ``FASTLOWER_HEAP_FREEZE``       bool    true    freeze the heap for the collector per lowering
-``FASTLOWER_RETRACE_QUANT_OPS`` choice  off     quant ops' fake dispatch remembered: off/on/verify
+``FASTLOWER_RETRACE_QUANT_OPS`` choice  on      quant ops' fake dispatch remembered: on/off/verify
 =============================== ======= ======= =============================================
 
 (The test suites' own switches, ``FASTLOWER_CONFORMANCE_IMPL``, ``FASTLOWER_FUZZ_*``,
@@ -200,7 +200,7 @@ VARIABLES: Dict[str, Variable] = {v.name: v for v in (
              "each step's start are frozen for the cyclic collector (gc.freeze), unless the "
              "process froze objects itself, and the edge stage runs without full "
              "collections"),
-    Variable(RETRACE_QUANT_OPS, "choice", "off", "torchao's quantization operators' fake "
+    Variable(RETRACE_QUANT_OPS, "choice", "on", "torchao's quantization operators' fake "
              "dispatch, also in the edge stage's retraces: remembered when the same call "
              "in the same shape-environment state changed nothing (on), not (off), or "
              "verify (both, compared)", choices=RETRACE_QUANT_OP_MODES),
@@ -361,7 +361,7 @@ def fake_outputs() -> str:
 
 
 def retrace_quant_ops() -> str:
-    """``FASTLOWER_RETRACE_QUANT_OPS``: ``off`` (default), ``on`` or ``verify``."""
+    """``FASTLOWER_RETRACE_QUANT_OPS``: ``on`` (default), ``off`` or ``verify``."""
     return cast(str, get(RETRACE_QUANT_OPS))
 
 

@@ -17,8 +17,8 @@ answered without the decomposition only when
   offset 0, no data-dependent size) whose sizes :mod:`.outputs` can remake exactly,
   down to which ``SymNode`` objects are the inputs' own (the tracer maps objects).
 
-Anything else runs the decomposition. ``FASTLOWER_RETRACE_QUANT_OPS``: ``off`` (the
-default), ``on``, or ``verify`` (each remembered answer is also computed by the real
+Anything else runs the decomposition. ``FASTLOWER_RETRACE_QUANT_OPS``: ``on`` (the
+default), ``off``, or ``verify`` (each remembered answer is also computed by the real
 call, and :class:`RetraceQuantOpsVerificationError` is raised at the first difference
 in outputs or in the shape environment; the real call's outputs go on).
 """
