@@ -50,6 +50,7 @@ variable                        type    default meaning
 ``FASTLOWER_NODE_HISTORY``      choice  share   ``from_node`` histories: share/copy
 ``FASTLOWER_FAKE_OUTPUTS``      choice  reuse   fake outputs known without a run: reuse/run/verify
 ``FASTLOWER_HEAP_FREEZE``       bool    true    freeze the heap for the collector per lowering
+``FASTLOWER_RETRACE_QUANT_OPS`` choice  on      quant ops' fake dispatch remembered: on/off/verify
 =============================== ======= ======= =============================================
 
 (The test suites' own switches, ``FASTLOWER_CONFORMANCE_IMPL``, ``FASTLOWER_FUZZ_*``,
@@ -76,6 +77,7 @@ __all__ = [
     "allow_untested_versions", "ALLOW_UNTESTED_VERSIONS", "edge_retraces", "EDGE_RETRACES",
     "preprocess_classes", "PREPROCESS_CLASSES", "node_history", "NODE_HISTORY",
     "fake_outputs", "FAKE_OUTPUTS", "heap_freeze", "HEAP_FREEZE",
+    "retrace_quant_ops", "RETRACE_QUANT_OPS",
     "shared_cache", "shared_cache_endpoint", "shared_cache_timeout", "SHARED_CACHE",
     "SHARED_CACHE_ENDPOINT", "SHARED_CACHE_TIMEOUT",
     "WORKERS", "CACHE_DIR", "CACHE_SIZE", "CACHE_VERIFY", "CACHE_KEY_FILE", "PROGRESS",
@@ -103,6 +105,7 @@ PREPROCESS_CLASSES = "FASTLOWER_PREPROCESS_CLASSES"
 NODE_HISTORY = "FASTLOWER_NODE_HISTORY"
 FAKE_OUTPUTS = "FASTLOWER_FAKE_OUTPUTS"
 HEAP_FREEZE = "FASTLOWER_HEAP_FREEZE"
+RETRACE_QUANT_OPS = "FASTLOWER_RETRACE_QUANT_OPS"
 SHARED_CACHE = "FASTLOWER_SHARED_CACHE"
 SHARED_CACHE_ENDPOINT = "FASTLOWER_SHARED_CACHE_ENDPOINT"
 SHARED_CACHE_TIMEOUT = "FASTLOWER_SHARED_CACHE_TIMEOUT"
@@ -112,6 +115,7 @@ EDGE_RETRACE_MODES = ("skip", "all", "verify")
 CLASS_MODES = ("derive", "verify", "off")
 NODE_HISTORY_MODES = ("share", "copy")
 FAKE_OUTPUT_MODES = ("reuse", "run", "verify")
+RETRACE_QUANT_OP_MODES = ("off", "on", "verify")
 
 Value = Union[bool, int, Path, str, Tuple[Path, ...], None]
 
@@ -196,6 +200,10 @@ VARIABLES: Dict[str, Variable] = {v.name: v for v in (
              "each step's start are frozen for the cyclic collector (gc.freeze), unless the "
              "process froze objects itself, and the edge stage runs without full "
              "collections"),
+    Variable(RETRACE_QUANT_OPS, "choice", "on", "torchao's quantization operators' fake "
+             "dispatch, also in the edge stage's retraces: remembered when the same call "
+             "in the same shape-environment state changed nothing (on), not (off), or "
+             "verify (both, compared)", choices=RETRACE_QUANT_OP_MODES),
 )}
 
 
@@ -350,6 +358,11 @@ def node_history() -> str:
 def fake_outputs() -> str:
     """``FASTLOWER_FAKE_OUTPUTS``: ``reuse`` (default), ``run`` or ``verify``."""
     return cast(str, get(FAKE_OUTPUTS))
+
+
+def retrace_quant_ops() -> str:
+    """``FASTLOWER_RETRACE_QUANT_OPS``: ``on`` (default), ``off`` or ``verify``."""
+    return cast(str, get(RETRACE_QUANT_OPS))
 
 
 def heap_freeze() -> bool:

@@ -6,6 +6,8 @@ by each step, nesting freely.
 * :mod:`.node_history`: a new node's ``from_node`` history shared, not deep-copied;
 * :mod:`.fake_outputs`: the fake outputs of delegate calls and quantization operators
   known without running them;
+* :mod:`.retrace_quant_ops`: torchao's quantization operators' fake dispatch
+  remembered, also in the edge stage's retraces (``FASTLOWER_RETRACE_QUANT_OPS``);
 * :mod:`.preprocess.xnnpack_patterns`: XNNPACK's upsample and SDPA patterns not built
   for a graph without their operator.
 
@@ -20,6 +22,7 @@ from typing import Iterator
 from .fake_outputs import known_outputs
 from .heap_freeze import frozen_heap
 from .node_history import shared_history
+from .retrace_quant_ops import remembering
 from .xnnpack_patterns import skipped_when_absent
 
 __all__ = ["lowering_step"]
@@ -28,5 +31,8 @@ __all__ = ["lowering_step"]
 @contextmanager
 def lowering_step() -> Iterator[None]:
     """The block of one lowering step (see the module)."""
-    with frozen_heap(), shared_history(), known_outputs(), skipped_when_absent():
+    from .. import settings
+
+    with frozen_heap(), shared_history(), known_outputs(), skipped_when_absent(), \
+            remembering(settings.retrace_quant_ops()):
         yield
