@@ -92,6 +92,8 @@ def digest(tensor: torch.Tensor) -> str:
         if not whole_storage(tensor):
             raise Skimmed("a skimmed tensor is not its whole storage")
         return found.digest
+    if tensor.device.type == "meta":
+        raise Skimmed("a meta tensor has no value to trace")
     return content_digest(tensor)
 
 
