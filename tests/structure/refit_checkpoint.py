@@ -1,6 +1,6 @@
 """Lower one checkpoint through the lowering cache in a process of its own (a subprocess
 of the refit tests): ``python -m tests.structure.refit_checkpoint OUT.json FAMILY QMODE
-SEED [--one-weight]``.
+SEED [--one-weight] [--skim-min=BYTES]``.
 
 The model is ``tests.structure.models.aten_program(FAMILY, QMODE, n_layers=2,
 seed=SEED)``; ``--one-weight`` moves one element of one delegated weight (the first
@@ -8,7 +8,10 @@ floating-point constant of the first attention projection) after export. The cal
 ``fastlower.cache.to_edge_transform_and_lower`` with XNNPACK's partitioners, then
 ``to_executorch``; the cache folder is ``FASTLOWER_CACHE_DIR``. ``OUT.json``: the
 report's ``lowering_cache`` and ``refit``, the seconds of the lowering window, and the
-``.pte`` (written to ``OUT.json.pte``).
+``.pte`` (written to ``OUT.json.pte``). ``--skim-min=BYTES``: a refit may skim stored
+storages from this size on (``fastlower.cache.refit.checkpoint.SKIM_MIN_BYTES``, 1 MiB,
+more than these models' largest); the JSON's ``storages`` then lists the byte sizes of
+the storages this process read from entries, ``kept`` and ``skimmed``.
 """
 
 from __future__ import annotations
@@ -45,6 +48,8 @@ def main() -> None:
     from fastlower.report.text import summary
 
     program = program_of(family, qmode, seed, "--one-weight" in sys.argv)
+    storages = _watch_storages(next((int(a.split("=", 1)[1]) for a in sys.argv
+                                     if a.startswith("--skim-min=")), None))
     start = time.perf_counter()
     manager = to_edge_transform_and_lower(program, partitioner=partitioners("xnnpack"))
     executorch = manager.to_executorch()
@@ -53,7 +58,27 @@ def main() -> None:
     out.with_name(out.name + ".pte").write_bytes(executorch.buffer)
     out.write_text(json.dumps({"lowering_cache": report.lowering_cache, "refit": report.refit,
                                "seconds": seconds, "text": report.format(),
-                               "summary": summary(report)}))
+                               "summary": summary(report), "storages": storages}))
+
+
+def _watch_storages(skim_min):
+    """With ``skim_min``: that threshold set, and the sizes of the storages read from
+    entries, kept whole or skimmed, recorded in the dict returned."""
+    if skim_min is None:
+        return None
+    from fastlower.cache import entry
+    from fastlower.cache.refit import checkpoint
+
+    checkpoint.SKIM_MIN_BYTES = skim_min
+    seen: dict = {"kept": [], "skimmed": []}
+    for method, kind in (("storage", "kept"), ("skim", "skimmed")):
+        read = getattr(entry._Sealed, method, None)
+        if read is not None:
+            def watched(self, size, what, read=read, kind=kind):
+                seen[kind].append(size)
+                return read(self, size, what)
+            setattr(entry._Sealed, method, watched)
+    return seen
 
 
 if __name__ == "__main__":

@@ -56,6 +56,22 @@ def _reference(family: str, qmode: str, seed: int, one_weight: bool = False) -> 
                  fastlower=False)[1].buffer
 
 
+def test_the_old_checkpoints_replaced_tensors_are_not_read_whole(tmp_path):
+    """Issue 50's refit memory: a tensor outside delegates that B's replaces (the
+    embedding) is only MAC'd and hashed when A's entry is read, never held; the ``.pte``
+    is still ExecuTorch's. (These models' embedding is 32 KiB: the threshold is lowered.)"""
+    cache = tmp_path / "cache"
+    flag = "--skim-min=4096"
+    _in_process(tmp_path, cache, "executorch_llama", "8da4w", 0, flag)
+    b = _in_process(tmp_path, cache, "executorch_llama", "8da4w", 1, flag)
+    assert b["lowering_cache"] == "refit", b["text"]
+    embedding = program_of("executorch_llama", "8da4w", 1, False).state_dict[
+        "tok_embeddings.weight"]
+    size = embedding.untyped_storage().nbytes()
+    assert size in b["storages"]["skimmed"] and size not in b["storages"]["kept"]
+    assert b["pte"] == _reference("executorch_llama", "8da4w", 1)
+
+
 @pytest.mark.parametrize("family,qmode", CASES)
 def test_a_new_checkpoint_is_refit_byte_for_byte(tmp_path, family, qmode):
     cache = tmp_path / "cache"

@@ -100,3 +100,36 @@ def test_an_unchanged_uniform_input_is_kept():
     b = {"norm": torch.ones(4), "w": torch.tensor([3.0, 4.0])}
     assert _sources(a, b).new_value("norm", torch.ones(4))[1] is False
     assert torch.equal(_sources(a, b).new_value("w", a["w"].clone())[0], b["w"])
+
+
+def _placeholder(tensor: torch.Tensor, periodic: bool = False) -> torch.Tensor:
+    """What a skimmed read of a stored entry gives in place of ``tensor``."""
+    from fastlower.cache.skim import SKIMMED, Skimmed as Read
+
+    meta = torch.empty(tensor.shape, dtype=tensor.dtype, device="meta")
+    setattr(meta, SKIMMED, Read(tensor.nbytes, digest(tensor), periodic))
+    return meta
+
+
+def test_a_skimmed_stored_tensor_is_traced_by_the_digest_it_carries():
+    a = {"w": torch.arange(1.0, 7.0).reshape(2, 3)}
+    b = {"w": -torch.arange(1.0, 7.0).reshape(2, 3)}
+    new, changed = _sources(a, b).new_value("w", _placeholder(a["w"]))
+    assert changed and torch.equal(new, b["w"])
+
+
+def test_a_skimmed_value_the_refit_needs_asks_for_the_whole_entry():
+    from fastlower.cache.refit.provenance import Skimmed
+    from fastlower.cache.skim import SKIMMED
+
+    a = {"w": torch.arange(1.0, 7.0).reshape(2, 3)}
+    b = {"w": -torch.arange(1.0, 7.0).reshape(2, 3)}
+    with pytest.raises(Skimmed, match="may be uniform"):  # its first piece repeats
+        _sources(a, b).new_value("w", _placeholder(a["w"], periodic=True))
+    whole = _placeholder(torch.arange(12.0))
+    part = whole.reshape(2, 6)[:, :3]  # a view: not its whole storage
+    setattr(part, SKIMMED, getattr(whole, SKIMMED))
+    with pytest.raises(Skimmed, match="not its whole storage"):
+        _sources(a, b).new_value("w", part)
+    with pytest.raises(Skimmed, match="no value"):  # a meta tensor that carries nothing
+        _sources(a, b).new_value("w", torch.empty(2, 3, device="meta"))

@@ -32,6 +32,7 @@ from ..preprocess.folder import UntrustedFolder, tell_once, warn_read_only, warn
 from .shared import tier as shared_tier
 from . import detached, entry, manifest, paths
 from .errors import DamagedEntry, Uncacheable
+from .skim import Skim
 from .configuration import LoweringCacheSettings
 from .store import LoweringStore
 
@@ -54,9 +55,11 @@ def open_store(settings: LoweringCacheSettings) -> Optional[LoweringStore]:
     return store
 
 
-def lookup(store: LoweringStore, key: str) -> Optional[Tuple[Dict[str, Any], Any]]:
+def lookup(store: LoweringStore, key: str,
+           skim: Optional[Skim] = None) -> Optional[Tuple[Dict[str, Any], Any]]:
     """``(info, payload)`` of a usable entry under ``key``, else None (after this process's
-    child storing ``key``, if any, has finished: :mod:`.detached`)."""
+    child storing ``key``, if any, has finished: :mod:`.detached`). ``skim``: storages
+    only MAC'd, not kept (:mod:`.skim`)."""
     detached.wait_for(key)
     try:
         stream = store.open(key)
@@ -64,20 +67,21 @@ def lookup(store: LoweringStore, key: str) -> Optional[Tuple[Dict[str, Any], Any
         _damaged(store, key, f"cannot be read: {exc!r}")
         return None
     if stream is None:
-        return _shared_lookup(store, key)
+        return _shared_lookup(store, key, skim)
     try:
         with stream:
-            return _usable(store, key, stream)
+            return _usable(store, key, stream, skim)
     except Exception as exc:  # DamagedEntry; MemoryError, OSError, struct.error ...: a miss
         _damaged(store, key, str(exc) if isinstance(exc, DamagedEntry) else repr(exc))
         return None
 
 
-def _shared_lookup(store: LoweringStore, key: str) -> Optional[Tuple[Dict[str, Any], Any]]:
+def _shared_lookup(store: LoweringStore, key: str,
+                   skim: Optional[Skim] = None) -> Optional[Tuple[Dict[str, Any], Any]]:
     """The shared tier's lookup (a damaged object there is its miss, see ``shared.tier``);
     any other failure on the way (a spool that cannot be made ...) is a miss too."""
     try:
-        return shared_tier.lookup(store, key, lambda shared: _usable(store, key, shared))
+        return shared_tier.lookup(store, key, lambda shared: _usable(store, key, shared, skim))
     except Exception as exc:
         log.debug("shared-cache lookup of %s failed: %r", key, exc)
         tell_once(store.directory, "shared lookup",
@@ -100,11 +104,11 @@ def lookup_local(store: LoweringStore, key: str) -> Optional[Tuple[Dict[str, Any
         return None
 
 
-def _usable(store: LoweringStore, key: str,
-            stream: BinaryIO) -> Optional[Tuple[Dict[str, Any], Any]]:
+def _usable(store: LoweringStore, key: str, stream: BinaryIO,
+            skim: Optional[Skim] = None) -> Optional[Tuple[Dict[str, Any], Any]]:
     """The entry read from ``stream`` (MAC first), or None when its backends changed;
     raises :class:`DamagedEntry`."""
-    steps = entry.read(stream, store.seal(key))
+    steps = entry.read(stream, store.seal(key), skim)
     info = next(steps)
     stale = manifest.stale_backend(info.get("backends", []))
     if stale is not None:

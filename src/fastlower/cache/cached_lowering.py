@@ -48,7 +48,7 @@ from . import access, compare, manifest
 from .errors import LoweringCacheVerificationError, Uncacheable
 from .key import LoweringKey, lowering_key, method_programs
 from ..report.memory import record_peak
-from .refit.checkpoint import Refit, store_record, try_refit
+from .refit.checkpoint import Refit, skimmable, store_record, try_refit
 from .report import report_from_programs
 from .configuration import LoweringCacheSettings, resolve
 from ..base import phases
@@ -182,7 +182,7 @@ def _store(store: LoweringStore, key: LoweringKey, manager: EdgeProgramManager,
 
     if access.store_checked(store, key.key, info, {"programs": dict(manager._edge_programs)},
                             same):
-        store_record(store, key, backends)
+        store_record(store, key, backends, skim=skimmable(manager._edge_programs))
 
 
 def _store_soon(store: LoweringStore, settings: LoweringCacheSettings, key: LoweringKey,

@@ -31,9 +31,10 @@ from __future__ import annotations
 
 import io
 import struct
-from typing import Any, BinaryIO, Dict, Iterator, List, Sequence, Union
+from typing import Any, BinaryIO, Dict, Iterator, List, Optional, Sequence, Union
 
 import torch
+import xxhash
 
 from ..preprocess.keys import versions
 from .trust import plain
@@ -42,6 +43,7 @@ from .trust.seal import Seal
 from .errors import DamagedEntry, Uncacheable
 from .key import ENTRY_FORMAT
 from .serialize import Serialized, dumps, loads
+from .skim import Skim, Skimmed
 
 MAGIC = b"FLLOWERCACHE"
 _MAX_INFO = 1 << 30
@@ -195,6 +197,26 @@ class _Sealed:
             got += n
         return data
 
+    def skim(self, size: int, what: str) -> Skimmed:
+        """``size`` bytes of ``what`` read through one piece-sized buffer and not kept:
+        the MAC takes them, and so do their content digest and the check whether the
+        first piece repeats every 16 bytes (what a uniform tensor's bytes do)."""
+        self.take(size, what)
+        piece = torch.empty(min(size, _PIECE), dtype=torch.uint8)
+        view = memoryview(piece.numpy()).cast("B")
+        hasher = xxhash.xxh3_128()
+        got, periodic = 0, True
+        while got < size:
+            n = self.stream.readinto(view[:min(size - got, _PIECE)])
+            if not n:
+                raise DamagedEntry(f"truncated in the {what} ({got} of {size} bytes)")
+            self.seal.update(view[:n])
+            hasher.update(view[:n])
+            if not got:
+                periodic = n <= 16 or torch.equal(piece[16:n], piece[:n - 16])
+            got += n
+        return Skimmed(size, hasher.hexdigest(), periodic)
+
     def exact_bytes(self, size: int, what: str) -> bytes:
         """:meth:`exact` as ``bytes``, read into one allocation (an unpickler's
         ``io.BytesIO`` then shares it instead of copying a ``bytearray``)."""
@@ -238,13 +260,15 @@ def size_left(stream: BinaryIO) -> int:
     return end - here
 
 
-def read(stream: BinaryIO, seal: Seal) -> Iterator[Any]:
+def read(stream: BinaryIO, seal: Seal, skim: Optional[Skim] = None) -> Iterator[Any]:
     """Checks and reads an entry signed for ``seal``: yields its ``info``, then the
     rebuilt payload.
 
     Two steps, so a caller can check ``info`` (the backends' sources) before paying
     for the programs. No length or count is trusted beyond the bytes the stream
-    holds, and nothing is decoded before the MAC verifies. Raises
+    holds, and nothing is decoded before the MAC verifies. With ``skim``, each storage
+    of one of its sizes is only MAC'd and hashed (:class:`Skimmed`), never held: its
+    tensors come back as meta tensors for the caller to replace. Raises
     :class:`~.errors.DamagedEntry`.
     """
     left = size_left(stream) - MAC_SIZE
@@ -268,8 +292,11 @@ def read(stream: BinaryIO, seal: Seal) -> Iterator[Any]:
         raise DamagedEntry("garbled info length")
     info_bytes = body.exact(size, "info length")
     pickled = body.exact_bytes(body.number(">Q", "program length"), "program length")
-    storages = [body.storage(body.number(">Q", "storage length"), "storage length")
-                for _ in range(body.count("storage count"))]
+    sizes = skim.sizes if skim is not None else frozenset()
+    storages: List[Union[torch.Tensor, Skimmed]] = []
+    for _ in range(body.count("storage count")):
+        size = body.number(">Q", "storage length")
+        storages.append((body.skim if size in sizes else body.storage)(size, "storage length"))
     blobs = [body.exact_bytes(body.number(">Q", "bytes length"), "bytes length")
              for _ in range(body.count("bytes count"))]
     _check_mac(stream, seal, body.left)
@@ -279,7 +306,7 @@ def read(stream: BinaryIO, seal: Seal) -> Iterator[Any]:
         raise DamagedEntry(f"cannot read the info: {exc!r}") from exc
     yield info
     try:
-        yield loads(info.get("symbolic") or {}, pickled, storages, blobs)
+        yield loads(info.get("symbolic") or {}, pickled, storages, blobs, skim)
     except DamagedEntry:
         raise
     except Exception as exc:

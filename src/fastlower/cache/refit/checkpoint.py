@@ -22,17 +22,22 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Sequence, Set
 
+import torch
 from torch.export import ExportedProgram
 
-from .programs import RefitSummary, refit_programs
+from .programs import RefitSummary, lowered_modules, refit_programs
 from .provenance import NotRefittable, Sources, flat_constants, literals, same_pattern
 from .. import access
 from ..key import LoweringKey, method_programs
+from ..skim import Skim
 from ..store import LoweringStore
 
 log = logging.getLogger("fastlower.cache")
+
+# storages smaller than this are read whole even when a refit replaces them
+SKIM_MIN_BYTES = 1 << 20
 
 
 @dataclass
@@ -56,19 +61,42 @@ class Refit:
                 "reused": ["edge stage", "partitioners", "preprocess"]}
 
 
-def record(key: LoweringKey, backends: List[Any]) -> Optional[Dict[str, Any]]:
+def record(key: LoweringKey, backends: List[Any],
+           sizes: Sequence[int] = ()) -> Optional[Dict[str, Any]]:
     """The structure record of an entry stored under ``key`` (its ``info``), or None."""
     if not key.structure or key.digests is None:
         return None
-    return {"backends": backends, "refit_source": key.key, "digests": key.digests}
+    return {"backends": backends, "refit_source": key.key, "digests": key.digests,
+            "skimmable": sorted(sizes)}
+
+
+def skimmable(programs: Dict[str, ExportedProgram]) -> List[int]:
+    """The byte sizes of the large storages the programs' own tables hold (a refit replaces
+    them all, :func:`.programs.refit_programs`) that no delegate's tables hold (a
+    delegate's stored constants are read, to re-make its payload): a refit may skim
+    storages of these sizes (:mod:`..skim`)."""
+    outside: Set[int] = set()
+    inside: Set[int] = set()
+    for program in programs.values():
+        _sizes(program, outside)
+        for _, module in lowered_modules(program):
+            _sizes(module.original_module, inside)
+    return sorted(size for size in outside - inside if size >= SKIM_MIN_BYTES)
+
+
+def _sizes(program: ExportedProgram, out: Set[int]) -> None:
+    for tensor in flat_constants(program, strict=False).values():
+        if tensor.device.type == "cpu" and tensor.layout == torch.strided:
+            out.add(tensor.untyped_storage().nbytes())
 
 
 def store_record(store: LoweringStore, key: LoweringKey, backends: List[Any],
-                 refused: str = "") -> None:
+                 refused: str = "", skim: Sequence[int] = ()) -> None:
     """The record of the entry just stored under ``key`` (it replaces the structure's last
-    one), or, with ``refused``, the record that this structure cannot be refit. A refused
-    record stays: what refused it lies in the structure, not in the weights."""
-    info = record(key, backends)
+    one; ``skim``: :func:`skimmable`), or, with ``refused``, the record that this
+    structure cannot be refit. A refused record stays: what refused it lies in the
+    structure, not in the weights."""
+    info = record(key, backends, skim)
     if info is None:
         return
     if refused:
@@ -95,21 +123,53 @@ def try_refit(store: LoweringStore, key: LoweringKey, programs: Any) -> Optional
     if info.get("refused"):  # an earlier checkpoint showed this structure cannot be refit
         refit.refused = str(info["refused"])
         return refit
-    entry = access.lookup(store, refit.source) if refit.source.startswith("lowering:") else None
-    if entry is None:
+    if not refit.source.startswith("lowering:"):
         return None
-    refit.info = entry[0]
-    try:
-        refit.programs = entry[1]["programs"]
-        refit.summary = _refit(refit.programs, info.get("digests"), key.digests,
-                               method_programs(programs))
-    except NotRefittable as why:
-        refit.programs, refit.summary, refit.refused = None, None, str(why)
-        log.debug("structure %s found, not refit: %s", key.structure, why)
-        if why.structural and not store.read_only:
-            store_record(store, key, list(found[0].get("backends", [])), refused=str(why))
+    sizes = info.get("skimmable")
+    done = _skimmed_refit(store, refit, info, key, programs, sizes) if sizes else False
+    if not done:
+        entry = access.lookup(store, refit.source)
+        if entry is None:
+            return None
+        refit.info = entry[0]
+        try:
+            refit.programs = entry[1]["programs"]
+            refit.summary = _refit(refit.programs, info.get("digests"), key.digests,
+                                   method_programs(programs))
+        except NotRefittable as why:
+            refit.programs, refit.summary, refit.refused = None, None, str(why)
+            log.debug("structure %s found, not refit: %s", key.structure, why)
+            if why.structural and not store.read_only:
+                store_record(store, key, list(found[0].get("backends", [])), refused=str(why))
     refit.seconds = time.perf_counter() - start
     return refit
+
+
+def _skimmed_refit(store: LoweringStore, refit: Refit, info: Dict[str, Any], key: LoweringKey,
+                   programs: Any, sizes: Any) -> bool:
+    """The refit from A's entry read with its large storages outside delegates skimmed
+    (:mod:`..skim`: A's embedding is not held beside B's), into ``refit``; False when
+    that does not give one (the caller then reads the entry whole and refits as before)."""
+    if key.digests is None or not isinstance(sizes, list) or not all(
+            isinstance(s, int) for s in sizes):
+        return False
+    skim = Skim(frozenset(sizes))
+    entry = access.lookup(store, refit.source, skim)
+    if entry is None:
+        return False
+    try:
+        stored = entry[1]["programs"]
+        summary = _refit(stored, info.get("digests"), key.digests, method_programs(programs))
+    except Exception as why:  # a skimmed value needed, or a refusal: the whole entry decides
+        log.debug("refit of %s from the skimmed entry: %r", key.structure, why)
+        return False
+    refit_info = entry[0]
+    del entry
+    if not skim.all_gone():  # a placeholder is still held: never hand it on
+        log.debug("refit of %s: a skimmed tensor is still referenced", key.structure)
+        return False
+    refit.info, refit.programs, refit.summary = refit_info, stored, summary
+    return True
 
 
 def _refit(stored: Dict[str, ExportedProgram], a_digests: Any, b_digests: Dict[str, Dict[str, str]],

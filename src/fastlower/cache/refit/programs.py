@@ -27,7 +27,8 @@ from ...preprocess.structure import constant_bytes
 from ...preprocess.structure.classes import DERIVERS
 from ...preprocess.structure.shape_key import PartitionShape, constants_of, partition_shape
 from ...preprocess.structure.template import NotDerivable, Template, derive, learn
-from .provenance import NotRefittable, Sources
+from ..skim import skimmed
+from .provenance import NotRefittable, Skimmed, Sources, flat_constants
 
 
 @dataclass
@@ -104,6 +105,8 @@ def _refit_delegate(where: str, module: LoweredBackendModule, sources: Sources,
     if module.backend_id not in DERIVERS:
         raise NotRefittable(f"{where}: backend {module.backend_id} inlines constants in a way "
                             "no template models, and its constants changed")
+    if any(skimmed(t) is not None for t in flat_constants(original, strict=False).values()):
+        raise Skimmed(f"{where}: a constant it reads was skimmed")
     before = _shape(module)  # A's constants, still in its tables
     _apply(swaps)
     stored = PreprocessResult(processed_bytes=module.processed_bytes,

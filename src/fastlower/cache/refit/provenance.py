@@ -42,6 +42,7 @@ from torch.export import ExportedProgram
 
 from ...preprocess.keys import content_digest
 from ...preprocess.structure import value_case
+from ..skim import skimmed, whole_storage
 
 
 class NotRefittable(Exception):
@@ -52,6 +53,11 @@ class NotRefittable(Exception):
     def __init__(self, message: str, structural: bool = False) -> None:
         super().__init__(message)
         self.structural = structural
+
+
+class Skimmed(NotRefittable):
+    """A value the refit needs was skimmed from the stored entry (:mod:`..skim`): read the
+    entry whole and refit again."""
 
 
 def flat_constants(program: ExportedProgram, strict: bool = True) -> Dict[str, torch.Tensor]:
@@ -81,6 +87,13 @@ def digest(tensor: torch.Tensor) -> str:
     """The content digest the lowering key writes for a strided tensor (its bytes)."""
     if tensor.layout != torch.strided or tensor.is_quantized:
         raise NotRefittable(f"a {tensor.layout} tensor is not refit")
+    found = skimmed(tensor)
+    if found is not None:  # a placeholder: the digest of the bytes the entry's MAC took
+        if not whole_storage(tensor):
+            raise Skimmed("a skimmed tensor is not its whole storage")
+        return found.digest
+    if tensor.device.type == "meta":
+        raise Skimmed("a meta tensor has no value to trace")
     return content_digest(tensor)
 
 
@@ -163,7 +176,10 @@ class Sources:
 def _check_changed(where: str, a: torch.Tensor, b: torch.Tensor) -> None:
     """:class:`NotRefittable` unless A's value of a changed input is a distinct source (not
     uniform, more than one element)."""
-    if a.numel() == 1 or "U" in value_case.case_of(a):
+    found = skimmed(a)
+    if found is not None and found.periodic:
+        raise Skimmed(f"{where}: skimmed, and its bytes may be uniform")
+    if a.numel() == 1 or (found is None and "U" in value_case.case_of(a)):
         raise NotRefittable(f"{where} is {'one element' if a.numel() == 1 else 'uniform'} "
                             "and changed: another source could have its bytes")
 

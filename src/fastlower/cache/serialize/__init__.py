@@ -43,11 +43,12 @@ from __future__ import annotations
 import io
 import pickle
 from dataclasses import dataclass
-from typing import Any, Dict, List, Sequence, Union
+from typing import Any, Dict, List, Optional, Sequence, Union
 
 import torch
 
 from ..errors import Uncacheable
+from ..skim import Skim, Skimmed
 from ..symbolic import SymbolicReader
 from .reader import Reader
 from .writer import Writer
@@ -84,18 +85,26 @@ def dumps(obj: Any) -> Serialized:
 
 
 def loads(header: Dict[str, Any], pickled: bytes,
-          storages: Sequence[Union[torch.Tensor, bytearray, memoryview]],
-          blobs: Sequence[bytes] = ()) -> Any:
+          storages: Sequence[Union[torch.Tensor, bytearray, memoryview, Skimmed]],
+          blobs: Sequence[bytes] = (), skim: Optional[Skim] = None) -> Any:
     """The object :func:`dumps` was given, rebuilt;
     :class:`~fastlower.cache.errors.DamagedEntry` if not. The tensors are views of
-    ``storages`` (``uint8`` tensors, or buffers: no copy either way)."""
+    ``storages`` (``uint8`` tensors, or buffers: no copy either way); those of a
+    :class:`~fastlower.cache.skim.Skimmed` storage are meta placeholders, listed in ``skim``."""
     symbolic = SymbolicReader(header)
-    untyped = []
+    untyped: List[torch.UntypedStorage] = []
+    skimmed: Dict[int, Skimmed] = {}
     for data in storages:
-        if isinstance(data, torch.Tensor):
+        if isinstance(data, Skimmed):
+            skimmed[len(untyped)] = data
+            untyped.append(torch.UntypedStorage(data.size, device="meta"))
+        elif isinstance(data, torch.Tensor):
             untyped.append(data.untyped_storage())
         elif len(data):
             untyped.append(torch.frombuffer(data, dtype=torch.uint8).untyped_storage())
         else:
             untyped.append(torch.UntypedStorage(0))
-    return Reader(io.BytesIO(pickled), untyped, symbolic, blobs).load()
+    reader = Reader(io.BytesIO(pickled), untyped, symbolic, blobs)
+    if skimmed:
+        reader.skim(skimmed, skim or Skim(frozenset()))
+    return reader.load()

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import io
 import pickle
+import weakref
 from typing import Any, Dict, List, Optional, Sequence
 
 import torch
 from torch.export import ExportedProgram
 
 from ..errors import DamagedEntry
+from ..skim import SKIMMED, Skim, Skimmed
 from ..symbolic import SymbolicReader
 from .graphs import rebuild_graph_module
 from .named import edge_verifier, find_op, view_spec
@@ -26,6 +28,13 @@ class Reader(pickle.Unpickler):
         self.blobs = blobs
         self.symbolic = symbolic
         self.objects: Dict[int, Any] = {}
+        self.skimmed: Dict[int, Skimmed] = {}
+        self.skimming = Skim(frozenset())
+
+    def skim(self, skimmed: Dict[int, Skimmed], skim: Skim) -> None:
+        """The storages (by index) that were skimmed: their tensors become placeholders,
+        listed in ``skim``."""
+        self.skimmed, self.skimming = skimmed, skim
 
     def persistent_load(self, pid: Any) -> Any:  # noqa: C901 - one dispatch table
         kind = pid[0]
@@ -33,6 +42,8 @@ class Reader(pickle.Unpickler):
             return self.objects[pid[1]]
         if kind == "t":
             _, number, storage, offset, size, stride, dtype, grad, param, extra = pid
+            if storage in self.skimmed:
+                return self._keep(number, self._placeholder(pid))
             t = torch.empty(0, dtype=dtype).set_(self.storages[storage], offset, size, stride)
             return self._keep(number, _finish_tensor(t, grad, param, extra))
         if kind == "meta":
@@ -49,6 +60,8 @@ class Reader(pickle.Unpickler):
             return self.symbolic.sym(pid[1])
         if kind == "blob":
             return self.blobs[pid[1]]
+        if kind in ("storage", "typed_storage") and pid[1] in self.skimmed:
+            self.skimming.other_use = True
         if kind == "storage":
             return self.storages[pid[1]]
         if kind == "typed_storage":
@@ -71,6 +84,16 @@ class Reader(pickle.Unpickler):
         if kind == "edge_verifier":
             return edge_verifier(*pid[1])
         raise DamagedEntry(f"unknown persistent id {kind!r}")
+
+    def _placeholder(self, pid: Any) -> torch.Tensor:
+        """A meta tensor in place of one over a skimmed storage, carrying its ``Skimmed``."""
+        _, _, storage, offset, size, stride, dtype, grad, param, extra = pid
+        t = torch.empty(0, dtype=dtype, device="meta").set_(
+            self.storages[storage], offset, size, stride)
+        t = _finish_tensor(t, grad, param, extra)
+        setattr(t, SKIMMED, self.skimmed[storage])
+        self.skimming.placeholders.append(weakref.ref(t))
+        return t
 
     def _keep(self, number: int, obj: Any) -> Any:
         self.objects[number] = obj
