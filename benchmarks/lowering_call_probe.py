@@ -83,17 +83,23 @@ def _profiled(out: str) -> Callable[..., Any]:
     return call
 
 
+def run_export_llm(wrapper: Callable[..., Any], argv: list) -> None:
+    """``export_llm`` with ``argv``, its ``to_edge_transform_and_lower`` calls through
+    ``wrapper`` (which calls the original, ``_ORIGINAL`` of its module)."""
+    program.to_edge_transform_and_lower = wrapper
+    exir.to_edge_transform_and_lower = wrapper
+    sys.argv = ["export_llm"] + argv
+    runpy.run_module("executorch.extension.llm.export.export_llm", run_name="__main__",
+                     alter_sys=True)
+
+
 def main(argv: list) -> None:
     if argv[:1] == ["--profile"]:
         wrapper, argv = _profiled(argv[1]), argv[2:]
     else:
         FakeTensorMode._dispatch_impl = _timed_dispatch
         wrapper = _census
-    program.to_edge_transform_and_lower = wrapper
-    exir.to_edge_transform_and_lower = wrapper
-    sys.argv = ["export_llm"] + argv
-    runpy.run_module("executorch.extension.llm.export.export_llm", run_name="__main__",
-                     alter_sys=True)
+    run_export_llm(wrapper, argv)
 
 
 if __name__ == "__main__":

@@ -18,16 +18,16 @@ from __future__ import annotations
 
 import collections
 import json
-import runpy
 import sys
 from typing import Any
 
-import executorch.exir as exir
 import executorch.exir.program._program as program
 from torch._subclasses.fake_tensor import FakeTensorMode
 from torch.export import ExportedProgram
 
 from fastlower.in_process.retrace_quant_ops import call_key, shape_env_changes
+
+from .lowering_call_probe import run_export_llm
 
 _ORIGINAL = program.to_edge_transform_and_lower
 _DISPATCH = FakeTensorMode._dispatch_impl
@@ -95,11 +95,7 @@ def _census(*args: Any, **kwargs: Any) -> Any:
 def main(argv: list) -> None:
     FakeTensorMode._dispatch_impl = _dispatch
     ExportedProgram.run_decompositions = _decompose  # type: ignore[method-assign]
-    program.to_edge_transform_and_lower = _census
-    exir.to_edge_transform_and_lower = _census
-    sys.argv = ["export_llm"] + argv
-    runpy.run_module("executorch.extension.llm.export.export_llm", run_name="__main__",
-                     alter_sys=True)
+    run_export_llm(_census, argv)
 
 
 if __name__ == "__main__":
