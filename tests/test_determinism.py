@@ -28,7 +28,8 @@ import sys
 import pytest
 
 SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "pte_digests.py")
-CASES = ["llama1_xnnpack", "shared_param_xnnpack", "shared_const_demo"]
+# the default run's cases; a decoder (llama1_xnnpack) the same way with -m slow
+CASES = ["shared_param_xnnpack", "shared_const_demo"]
 SEEDS = ["0", "1"]
 
 
@@ -117,3 +118,15 @@ def test_which_error_depends_on_the_seed_in_the_reference(error_runs):
     edited = {first_error("tagged_inputs_and_shared_buffer_edited", s) for s in ERROR_SEEDS}
     assert len(edited) == 3, edited
     assert ("InternalError", "ed to be in range of [-2, 1], but got 2)") in edited, edited
+
+
+@pytest.mark.slow
+def test_a_decoders_pte_bytes_equal_the_references_whatever_the_seed():
+    """The same facts for a decoder (llama1_xnnpack), one process per seed."""
+    case = "llama1_xnnpack"
+    runs = {seed: digests_under(seed, case, "--errors")["digests"][case] for seed in SEEDS}
+    for seed, impls in runs.items():
+        assert impls["fastlower"]["pte"] == impls["reference"]["pte"], seed
+        assert impls["fastlower"]["layout"] == impls["reference"]["layout"], seed
+    assert len({runs[s]["reference"]["pte"] for s in SEEDS}) == 1
+    assert len({runs[s]["fastlower"]["pte"] for s in SEEDS}) == 1

@@ -1,7 +1,8 @@
 """A hit equals the lowering it stands for (issue 18, item 3).
 
 For every model and chain of the differential suite that has ATen programs
-(``tests/models/registry.py``, the ``etl`` path), one lowering fills the cache and a
+(``tests/models/registry.py``, the ``etl`` path; a second case of a kind with ``-m
+slow``), one lowering fills the cache and a
 second, of a fresh export, hits; the hit is compared with the reference's own
 ``to_edge_transform_and_lower`` by the differential harness (programs, delegates,
 signatures, state, meta ...), by ``get_delegation_info``, and by the ``.pte``
@@ -21,7 +22,7 @@ from executorch.devtools.backend_debug import get_delegation_info
 import fastlower.cache
 from fastlower.cache import LoweringCacheVerificationError
 from tests.differential import harness as H
-from tests.models.registry import MODEL_CASES
+from tests.models.registry import MODEL_CASES, SECOND_CASES
 
 from .helpers import base_args, cache_at, lower, small_aten
 
@@ -40,8 +41,10 @@ def _to_executorch(manager, cached: bool):
         return fastlower.cache.to_executorch(manager) if cached else manager.to_executorch()
 
 
-@pytest.mark.parametrize("case", [pytest.param(c, id=c.name, marks=[pytest.mark.slow] if c.slow
-                                               else []) for c in ETL_CASES])
+# cases of a kind another case has (registry.SECOND_CASES) hit with -m slow
+@pytest.mark.parametrize("case", [pytest.param(c, id=c.name, marks=[pytest.mark.slow]
+                                               if c.slow or c.name in SECOND_CASES else [])
+                                  for c in ETL_CASES])
 def test_hit_equals_the_reference(case, tmp_path):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
