@@ -44,8 +44,7 @@ pytest.importorskip("transformers")
 def _env(cache: Path) -> dict:
     paths = [str(REPO)] + ([str(REPO / "src")] if os.environ.get("FASTLOWER_TEST_SRC") == "1"
                            else [])
-    return dict(os.environ, PYTHONPATH=os.pathsep.join(paths), FASTLOWER_CACHE_DIR=str(cache),
-                PYTHONWARNINGS="ignore")
+    return dict(os.environ, PYTHONPATH=os.pathsep.join(paths), FASTLOWER_CACHE_DIR=str(cache))
 
 
 def _export(folder: Path, *cases: str) -> Path:

@@ -29,7 +29,7 @@ SCRIPT = Path(__file__).with_name("run_script.py")
 def _env(**extra) -> dict:
     paths = [str(REPO)] + ([str(REPO / "src")] if os.environ.get("FASTLOWER_TEST_SRC") == "1"
                            else [])
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(paths), PYTHONWARNINGS="ignore")
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(paths))
     env.pop("FASTLOWER_CACHE_DIR", None)
     env.update(extra)
     return env
