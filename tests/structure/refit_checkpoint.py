@@ -1,10 +1,12 @@
 """Lower one checkpoint through the lowering cache in a process of its own (a subprocess
 of the refit tests): ``python -m tests.structure.refit_checkpoint OUT.json FAMILY QMODE
-SEED [--one-weight] [--skim-min=BYTES]``.
+SEED [--one-weight] [--embedding=zeros|seed0] [--skim-min=BYTES]``.
 
 The model is ``tests.structure.models.aten_program(FAMILY, QMODE, n_layers=2,
 seed=SEED)``; ``--one-weight`` moves one element of one delegated weight (the first
-floating-point constant of the first attention projection) after export. The call is
+floating-point constant of the first attention projection) after export;
+``--embedding``: the decoder's token embedding set to zeros, or to seed 0's, after export.
+The call is
 ``fastlower.cache.to_edge_transform_and_lower`` with XNNPACK's partitioners, then
 ``to_executorch``; the cache folder is ``FASTLOWER_CACHE_DIR``. ``OUT.json``: the
 report's ``lowering_cache`` and ``refit``, the seconds of the lowering window, and the
@@ -20,6 +22,7 @@ import json
 import sys
 import time
 from pathlib import Path
+from typing import Optional
 
 import torch
 
@@ -29,8 +32,15 @@ from tests.structure.models import aten_program
 PROJECTIONS = ("attention.wq", "self_attn.q_proj", "conv1")
 
 
-def program_of(family: str, qmode: str, seed: int, one_weight: bool):
+def program_of(family: str, qmode: str, seed: int, one_weight: bool,
+               embedding: Optional[str] = None):
     program = aten_program(family, qmode, n_layers=2, seed=seed)
+    if embedding is not None:  # the decoders' token embedding, set after export
+        table = program.state_dict["tok_embeddings.weight"]
+        value = (torch.zeros_like(table) if embedding == "zeros" else
+                 program_of(family, qmode, 0, False).state_dict["tok_embeddings.weight"])
+        with torch.no_grad():
+            table.copy_(value)
     if one_weight:
         from fastlower.cache.refit.provenance import flat_constants
 
@@ -47,7 +57,9 @@ def main() -> None:
     from fastlower.cache import to_edge_transform_and_lower
     from fastlower.report.text import summary
 
-    program = program_of(family, qmode, seed, "--one-weight" in sys.argv)
+    embedding = next((a.split("=", 1)[1] for a in sys.argv if a.startswith("--embedding=")),
+                     None)
+    program = program_of(family, qmode, seed, "--one-weight" in sys.argv, embedding)
     storages = _watch_storages(next((int(a.split("=", 1)[1]) for a in sys.argv
                                      if a.startswith("--skim-min=")), None))
     start = time.perf_counter()

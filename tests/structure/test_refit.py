@@ -101,6 +101,30 @@ def test_a_new_checkpoint_is_refit_byte_for_byte(tmp_path, family, qmode):
         assert third["pte"] == _reference(family, qmode, 2)
 
 
+@pytest.mark.parametrize("a_embedding,b_embedding", [(None, "seed0"), (None, "zeros"),
+                                                     ("zeros", None)])
+def test_a_skimmed_embedding_of_adversarial_value_gives_executorchs_pte(tmp_path, a_embedding,
+                                                                         b_embedding):
+    """The skim's premises, broken on purpose: B's embedding (skimmed in A's entry) equal to
+    A's, so that the refit uses a value it did not keep; B's all zeros; A's all zeros (a
+    uniform stored value, which a literal of the graph could equal). The ``.pte`` must be
+    ExecuTorch's whatever fastlower decides (refit with or without the skim, or a miss)."""
+    cache = tmp_path / "cache"
+    a = _in_process(tmp_path, cache, "executorch_llama", "8da4w", 0, SKIM_FLAG,
+                    *([f"--embedding={a_embedding}"] if a_embedding else []))
+    b = _in_process(tmp_path, cache, "executorch_llama", "8da4w", 1, SKIM_FLAG,
+                    *([f"--embedding={b_embedding}"] if b_embedding else []))
+    assert a["lowering_cache"] == "miss", a["text"]
+    if a_embedding is None:  # the shortcut under test was taken
+        assert b["lowering_cache"] == "refit", b["text"]
+        assert b["storages"]["skimmed"], b["storages"]
+    else:  # A's uniform embedding could be another source's bytes: refused, said why
+        assert b["lowering_cache"] == "miss" and "is uniform" in b["refit"]["refused"], b["text"]
+    reference = lower(program_of("executorch_llama", "8da4w", 1, False, b_embedding),
+                      partitioners("xnnpack"), fastlower=False)[1].buffer
+    assert b["pte"] == reference
+
+
 @pytest.mark.slow
 def test_one_changed_weight_remakes_one_delegate(tmp_path):
     cache = tmp_path / "cache"
