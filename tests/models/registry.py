@@ -499,7 +499,8 @@ SEED_DEPENDENT_ERROR_CASES: Dict[str, Callable[[], Built]] = {
 
 # Cases of a kind another (default-run) case already has: the per-case sweeps of the cache
 # round trip (tests/cache/test_roundtrip.py), the cache hits (tests/cache/test_hits.py) and
-# the partitioners' tags (tests/partitioners/test_xnnpack.py) run them with -m slow only. case -> the case of its kind
+# the partitioners' tags (tests/partitioners/test_xnnpack.py) run them with -m slow only.
+# case -> the case of its kind
 SECOND_CASES: Dict[str, str] = {
     "conv_relu_tan_split": "conv_relu_tan",
     "cond_demo": "cond_xnnpack",
