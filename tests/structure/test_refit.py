@@ -20,7 +20,7 @@ import json
 import os
 import sys
 from pathlib import Path
-from typing import Any, Dict
+from typing import Any, Dict, Optional
 
 import pytest
 
@@ -66,8 +66,9 @@ def _assert_embedding_skimmed(refit: Dict[str, Any], family: str, qmode: str) ->
     assert size not in refit["storages"]["kept"], refit["storages"]
 
 
-def _reference(family: str, qmode: str, seed: int, one_weight: bool = False) -> bytes:
-    return lower(program_of(family, qmode, seed, one_weight), partitioners("xnnpack"),
+def _reference(family: str, qmode: str, seed: int, one_weight: bool = False,
+               embedding: Optional[str] = None) -> bytes:
+    return lower(program_of(family, qmode, seed, one_weight, embedding), partitioners("xnnpack"),
                  fastlower=False)[1].buffer
 
 
@@ -126,9 +127,7 @@ def test_a_skimmed_embedding_of_adversarial_value_gives_executorchs_pte(tmp_path
         assert b["storages"]["skimmed"], b["storages"]
     else:  # A's uniform embedding could be another source's bytes: refused, said why
         assert b["lowering_cache"] == "miss" and "is uniform" in b["refit"]["refused"], b["text"]
-    reference = lower(program_of("executorch_llama", "8da4w", 1, False, b_embedding),
-                      partitioners("xnnpack"), fastlower=False)[1].buffer
-    assert b["pte"] == reference
+    assert b["pte"] == _reference("executorch_llama", "8da4w", 1, embedding=b_embedding)
 
 
 @pytest.mark.slow
