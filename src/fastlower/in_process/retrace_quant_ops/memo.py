@@ -1,5 +1,7 @@
 """torchao's quantization operators' fake outputs remembered in torch's fake dispatch,
-so also inside ``run_decompositions``' retraces (symbolic sizes, a shape environment).
+so also inside ``run_decompositions``' retraces (symbolic sizes, a shape environment);
+also ExecuTorch's ``EDGE_DO_NOT_DECOMP`` stand-ins for them, whose kernel they are
+(:mod:`.targets`).
 
 Torch's fake-tensor cache never answers these operators (outside its namespaces, or
 CompositeImplicitAutograd): each call runs torchao's Python decomposition on fake
@@ -31,10 +33,11 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import Any, Callable, Dict, Iterator, Optional
 
-from ..fake_outputs.quant_ops import call_key, remembered
+from ..fake_outputs.quant_ops import call_key
 from ..scoped_patch import ScopedMethodPatch
 from .outputs import Template, remake, template
 from .shape_env import shape_env_state, state_difference
+from .targets import runs_torchao_quant_op
 
 __all__ = ["LAST", "PATCH", "RetraceQuantOpsVerificationError", "Memo", "remembering"]
 
@@ -59,6 +62,7 @@ class Memo:
         self.calls: Dict[Any, Any] = {}  # key -> (state, Template) or None
         self.targets: Dict[int, Any] = {}
         self.reused = self.run = 0
+        self.reused_by: Dict[Any, int] = {}  # operator -> answers without the real call
 
 
 class LastCounts(threading.local):
@@ -66,6 +70,7 @@ class LastCounts(threading.local):
 
     def __init__(self) -> None:
         self.reused = self.run = 0
+        self.reused_by: Dict[str, int] = {}  # by the operator's name
 
 
 LAST = LastCounts()
@@ -122,6 +127,7 @@ def _remembering(original: Callable[..., Any]) -> Callable[..., Any]:
         seen = memo.calls.get(key)
         if seen is not None and seen[0] == state:
             memo.reused += 1
+            memo.reused_by[func] = memo.reused_by.get(func, 0) + 1
             known = remake(seen[1], self, leaves)
             if memo.mode != "verify":
                 return known
@@ -140,7 +146,7 @@ def _remembering(original: Callable[..., Any]) -> Callable[..., Any]:
 def _is_remembered(memo: Memo, func: Any) -> bool:
     seen = memo.targets.get(id(func))
     if seen is None or seen[0] is not func:
-        seen = (func, remembered(func))
+        seen = (func, runs_torchao_quant_op(func))
         memo.targets[id(func)] = seen
     return bool(seen[1])
 
@@ -169,3 +175,4 @@ def remembering(mode: str) -> Iterator[Optional[Memo]]:
     finally:
         _MEMO.reset(token)
         LAST.reused, LAST.run = memo.reused, memo.run
+        LAST.reused_by = {str(func): n for func, n in memo.reused_by.items()}
