@@ -131,7 +131,10 @@ def _lowered(fastlower: bool, monkeypatch) -> tuple:
     monkeypatch.delenv("FASTLOWER_CACHE_DIR", raising=False)
     monkeypatch.setenv("FASTLOWER_RETRACE_QUANT_OPS", "on")
     with patch.installed():
-        manager = to_edge_transform_and_lower(program, partitioner=partitioners("dq+xnnpack"))
+        # imported inside the block: a name bound before it is the reference itself
+        from executorch.exir import to_edge_transform_and_lower as lower
+
+        manager = lower(program, partitioner=partitioners("dq+xnnpack"))
         reused_by = dict(memo_module.LAST.reused_by)  # its own block's, closed last
         return manager.to_executorch().buffer, reused_by
 
