@@ -41,16 +41,21 @@ def test_export_llm_identical_pte_and_warm_cache(config, tmp_path, request):
 
 @pytest.mark.slow  # fake outputs in verify mode: tests/test_fake_outputs.py in the default run
 def test_export_llm_quantized_in_verify_mode_gives_the_reference_pte(tiny_reference, tmp_path):
-    """fastlower.fake_outputs on export_llm's program (8da4w: torchao's quantization
-    operators; dynamic shapes; two XNNPACK partitioners), in its own process, in verify
-    mode: no difference, and both shortcuts taken in the edge stage and in to_executorch."""
+    """fastlower.fake_outputs and the retraces' memo of torchao's operators (and of
+    ExecuTorch's EDGE_DO_NOT_DECOMP stand-ins for them) on export_llm's program (8da4w;
+    dynamic shapes; two XNNPACK partitioners), in its own process, both in verify mode: no
+    difference, and both fake-output shortcuts taken in the edge stage and in
+    to_executorch."""
     checked = run_export("fastlower", TINY, tmp_path, workers=2,
-                         extra_env={"FASTLOWER_FAKE_OUTPUTS": "verify"})
+                         extra_env={"FASTLOWER_FAKE_OUTPUTS": "verify",
+                                    "FASTLOWER_RETRACE_QUANT_OPS": "verify"})
     assert checked.ok, checked.log
     assert checked.pte_sha256 == tiny_reference.pte_sha256
     counts = {name: rest for name, *rest in checked.fake_outputs}
     assert counts["to_edge_transform_and_lower"][2] > 0  # quantization operators remembered
     assert counts["to_executorch"][0] > 0  # delegate calls read off their programs
+    answered = checked.retrace_memo[-1]  # the retraces' memo: stand-ins answered too
+    assert answered.get("EDGE_DO_NOT_DECOMP.dequantize_affine.default", 0) > 0
 
 
 # a weight of a quantized linear (layer 0's feed-forward down projection): its

@@ -11,6 +11,7 @@ maps a CPython stack chunk per call shows as ~a million of them: see
 Whatever implementation is bound when the wrappers are made is the one timed, so
 the same runner times the reference (plain ``python``) and fastlower (``fastlower
 run -m tests.pipeline.timed ...``, which installs fastlower first).
+With ``TIMED_PROFILE_DIR`` set, each lowering call is also profiled (cProfile) into it.
 """
 
 from __future__ import annotations
@@ -48,7 +49,7 @@ def _timed(name: str, fn: Callable) -> Callable:
         cpu = time.process_time()
         start = time.perf_counter()
         try:
-            return fn(*args, **kwargs)
+            return _profiled(name, fn, args, kwargs)
         finally:
             end = time.perf_counter()
             TIMES[name].append(end - start)
@@ -65,6 +66,23 @@ def _timed(name: str, fn: Callable) -> Callable:
             if name in ("to_edge_transform_and_lower", "to_executorch"):
                 _record_fake_outputs(name)
     return wrapper
+
+
+def _profiled(name: str, fn: Callable, args: Any, kwargs: Any) -> Any:
+    """``fn(*args, **kwargs)``; under ``TIMED_PROFILE_DIR``, a lowering call is profiled
+    (cProfile) into ``DIR/NAME-N.prof``: where the window's time goes."""
+    import os
+
+    folder = os.environ.get("TIMED_PROFILE_DIR")
+    if not folder or name not in ("to_edge_transform_and_lower", "to_executorch"):
+        return fn(*args, **kwargs)
+    import cProfile
+
+    profile = cProfile.Profile()
+    try:
+        return profile.runcall(fn, *args, **kwargs)
+    finally:
+        profile.dump_stats(os.path.join(folder, f"{name}-{len(TIMES[name])}.prof"))
 
 
 def _minor_faults() -> int:
@@ -103,6 +121,9 @@ def _record_fake_outputs(name: str) -> None:
         last = module.LAST
         TIMES.setdefault("fake_outputs", []).append(
             [name, last.delegates_reused, last.delegates_run, last.ops_reused, last.ops_run])
+    memo = sys.modules.get("fastlower.in_process.retrace_quant_ops.memo")
+    if memo is not None and name == "to_edge_transform_and_lower":
+        TIMES.setdefault("retrace_memo", []).append(dict(memo.LAST.reused_by))
 
 
 # export_llm's own stages, outside the lowering window (issue 50's profile): (module,
