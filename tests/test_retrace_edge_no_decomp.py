@@ -99,6 +99,14 @@ def test_a_stand_in_with_a_meta_kernel_of_its_own_is_not_taken():
     assert runs_torchao_quant_op(quantize)
 
 
+def test_a_torch_without_the_registries_read_takes_no_stand_in(monkeypatch):
+    quantize = _stand_in(torch.ops.torchao.quantize_affine.default)
+    assert runs_torchao_quant_op(quantize)
+    monkeypatch.setattr(torch._library.simple_registry, "singleton", object())
+    assert not runs_torchao_quant_op(quantize)  # not taken, and no error
+    assert runs_torchao_quant_op(torch.ops.torchao.quantize_affine.default)  # torchao's own
+
+
 def test_verify_mode_raises_at_a_difference(monkeypatch):
     def wrong(found, mode, leaves):
         made = outputs.remake(found, mode, leaves)

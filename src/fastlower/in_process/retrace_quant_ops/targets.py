@@ -42,14 +42,19 @@ def _stands_for(target: Any) -> Any:
 
 def _runs_its_composite_kernel(target: Any) -> bool:
     """Whether fake dispatch of ``target`` reaches its ``CompositeExplicitAutograd``
-    kernel (no ``Meta`` kernel and no registered fake kernel before it)."""
+    kernel (no ``Meta`` kernel and no registered fake kernel before it). torch's private
+    registries are read: where they are not as this torch has them, not taken."""
     import torch
 
-    name = target.name()
-    has = torch._C._dispatch_has_kernel_for_dispatch_key
-    return (has(name, torch._C.DispatchKey.CompositeExplicitAutograd)
-            and not has(name, torch._C.DispatchKey.Meta)
-            and torch._library.simple_registry.singleton.find(name).fake_impl.kernel is None)
+    try:
+        name = target.name()
+        has = torch._C._dispatch_has_kernel_for_dispatch_key
+        return bool(has(name, torch._C.DispatchKey.CompositeExplicitAutograd)
+                    and not has(name, torch._C.DispatchKey.Meta)
+                    and torch._library.simple_registry.singleton.find(name).fake_impl.kernel
+                    is None)
+    except (AttributeError, RuntimeError, TypeError):
+        return False
 
 
 def runs_torchao_quant_op(target: Any) -> bool:
