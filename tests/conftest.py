@@ -110,3 +110,36 @@ def _fork_preprocess_workers():
     pp.set_options(start_method="fork")
     yield
     pp.set_options(start_method=previous)
+
+
+# How many python children started as real interpreters, and why (tests/python_children.py):
+# a change that makes forkable children real (a start-up variable set in a test's
+# environment) shows here, not only in the run's time.
+_REAL_STARTS: dict = {}
+
+
+def _add_real_starts(counts) -> None:
+    for reason, n in (counts or {}).items():
+        _REAL_STARTS[reason] = _REAL_STARTS.get(reason, 0) + n
+
+
+def pytest_sessionfinish(session):
+    children = sys.modules.get("tests.python_children")
+    counts = dict(children.REAL_STARTS) if children is not None else {}
+    if hasattr(session.config, "workeroutput"):  # an xdist worker: to the controller
+        session.config.workeroutput["python_children_real_starts"] = counts
+    else:
+        _add_real_starts(counts)
+
+
+@pytest.hookimpl(optionalhook=True)  # pytest-xdist's hook: absent without the plugin
+def pytest_testnodedown(node, error):
+    _add_real_starts(getattr(node, "workeroutput", {}).get("python_children_real_starts"))
+
+
+def pytest_terminal_summary(terminalreporter):
+    if _REAL_STARTS:
+        reasons = ", ".join(f"{reason}: {n}" for reason, n in
+                            sorted(_REAL_STARTS.items(), key=lambda item: -item[1]))
+        terminalreporter.write_line(f"python children started as real interpreters: "
+                                    f"{sum(_REAL_STARTS.values())} ({reasons})")

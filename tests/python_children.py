@@ -88,20 +88,42 @@ def _is_python_script(path: str) -> bool:
     return first.strip() == b"#!" + os.fsencode(sys.executable)
 
 
-def _forkable(args: Sequence[Any], env: Optional[Dict[str, str]], stdin: Any, real: bool,
-              server_env: Dict[str, str]) -> bool:
-    if real or os.environ.get("FASTLOWER_TEST_REAL_PYTHON") == "1":
-        return False
+# why python commands started as real interpreters in this process: reason -> count
+# (the session's summary line, tests/conftest.py)
+REAL_STARTS: Dict[str, int] = {}
+
+
+def why_real(args: Sequence[Any], env: Optional[Dict[str, str]], stdin: Any, real: bool,
+             server_env: Dict[str, str]) -> Optional[str]:
+    """Why this call needs a real interpreter, or None when a fork can run it."""
+    if real:
+        return "real=True"
+    if os.environ.get("FASTLOWER_TEST_REAL_PYTHON") == "1":
+        return "FASTLOWER_TEST_REAL_PYTHON=1"
     if stdin not in (None, subprocess.DEVNULL):
-        return False
+        return "standard input"
     if _command(args) is None:
-        return False
+        return "interpreter options" if _is_python(args) else "not python"
     wanted = dict(os.environ if env is None else env)
-    for name in set(wanted) | set(server_env):
+    for name in sorted(set(wanted) | set(server_env)):
         if name != _PATH_VARIABLE and name.startswith(READ_AT_START) \
                 and wanted.get(name) != server_env.get(name):
-            return False
-    return True
+            return f"start-up variable {name} changed"
+    return None
+
+
+def _is_python(args: Sequence[Any]) -> bool:
+    """Whether ``args`` starts this environment's python (itself or a console script)."""
+    head = os.fspath(args[0]) if args else ""
+    return head == sys.executable or (Path(head).parent == Path(sys.executable).parent
+                                      and _is_python_script(head))
+
+
+def _real_start(args: Sequence[Any], reason: str) -> None:
+    """Count a python command started as a real interpreter, by reason."""
+    if _is_python(args):
+        with _lock:
+            REAL_STARTS[reason] = REAL_STARTS.get(reason, 0) + 1
 
 
 class _Fd:
@@ -243,11 +265,13 @@ def popen(args: Sequence[Any], *, env: Optional[Dict[str, str]] = None, cwd: Any
           stdin: Any = None, stdout: Any = None, stderr: Any = None, real: bool = False,
           **kwargs: Any) -> Any:
     """``subprocess.Popen(args, ...)``: a forked child where it can be, else a real one."""
-    if subprocess.PIPE in (stdout, stderr):  # a pipe's reader is Popen's; the tests use files
-        real = True
     context, server_env, bare = _forkserver()
     command = _command(args)
-    if command is None or not _forkable(args, env, stdin, real, server_env):
+    # a pipe's reader is Popen's; the tests use files
+    reason = ("a pipe to read" if subprocess.PIPE in (stdout, stderr)
+              else why_real(args, env, stdin, real, server_env))
+    if command is None or reason is not None:
+        _real_start(args, reason or "interpreter options")
         return subprocess.Popen(args, env=env, cwd=cwd, stdin=stdin, stdout=stdout,
                                 stderr=stderr, **kwargs)
     out = _stream_fd(stdout, 1)
@@ -277,7 +301,10 @@ def run(args: Sequence[Any], *, capture_output: bool = False, text: bool = False
         input: Any = None, **kwargs: Any) -> "subprocess.CompletedProcess[Any]":
     """``subprocess.run(args, ...)``: a forked child where it can be, else a real one."""
     _, server_env, _ = _forkserver()
-    if input is not None or not _forkable(args, env, kwargs.get("stdin"), real, server_env):
+    reason = ("standard input" if input is not None
+              else why_real(args, env, kwargs.get("stdin"), real, server_env))
+    if reason is not None:
+        _real_start(args, reason)
         return subprocess.run(args, capture_output=capture_output, text=text, timeout=timeout,
                               check=check, env=env, cwd=cwd, stdout=stdout, stderr=stderr,
                               input=input, **kwargs)

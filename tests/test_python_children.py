@@ -97,5 +97,12 @@ def test_what_a_fork_cannot_be_runs_a_real_interpreter(why, tmp_path):
         argv = [sys.executable, "-X", "utf8", *argv[1:]]
     else:
         argv = ["sh", "-c", "echo $PPID"]
+    expected = {"real": "real=True", "PYTHONHASHSEED": "start-up variable PYTHONHASHSEED changed",
+                "interpreter option": "interpreter options", "not python": None}[why]
+    before = dict(python_children.REAL_STARTS)
     done = python_children.run(argv, capture_output=True, text=True, timeout=120, **options)
     assert done.returncode == 0 and int(done.stdout) == os.getpid()
+    # counted by reason for the session's summary line (a shell command is not counted)
+    counted = {reason: n - before.get(reason, 0)
+               for reason, n in python_children.REAL_STARTS.items() if n != before.get(reason, 0)}
+    assert counted == ({expected: 1} if expected else {})
