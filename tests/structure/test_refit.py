@@ -26,7 +26,7 @@ import pytest
 
 from tests.edge.models import partitioners
 from tests.structure.models import lower
-from tests.structure.refit_checkpoint import program_of
+from tests.structure.refit_checkpoint import embedding_of, program_of
 from tests import python_children
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -110,7 +110,7 @@ def test_a_new_checkpoint_is_refit_byte_for_byte(tmp_path, family, qmode):
     pytest.param(None, "zeros", marks=pytest.mark.slow),
     pytest.param("zeros", None, marks=pytest.mark.slow),
 ])
-def test_a_skimmed_embedding_of_adversarial_value_gives_executorchs_pte(tmp_path, a_embedding,
+def test_a_skimmedembedding_of_adversarial_value_gives_executorchs_pte(tmp_path, a_embedding,
                                                                          b_embedding):
     """The skim's premises, broken on purpose: B's embedding (skimmed in A's entry) equal to
     A's, so that the refit uses a value it did not keep; B's all zeros; A's all zeros (a
@@ -128,6 +128,18 @@ def test_a_skimmed_embedding_of_adversarial_value_gives_executorchs_pte(tmp_path
     else:  # A's uniform embedding could be another source's bytes: refused, said why
         assert b["lowering_cache"] == "miss" and "is uniform" in b["refit"]["refused"], b["text"]
     assert b["pte"] == _reference("executorch_llama", "8da4w", 1, embedding=b_embedding)
+
+
+@pytest.mark.slow
+def test_the_seed0_embedding_is_seed_0s_programs():
+    """``--embedding=seed0`` (above) takes the embedding from the model built after seed 0,
+    not from its exported program: the same values, so B's embedding is A's."""
+    import torch
+
+    exported = program_of("executorch_llama", "8da4w", 0, False).state_dict
+    assert torch.equal(embedding_of("executorch_llama", 0), exported["tok_embeddings.weight"])
+    seed1 = program_of("executorch_llama", "8da4w", 1, False, "seed0").state_dict
+    assert torch.equal(seed1["tok_embeddings.weight"], exported["tok_embeddings.weight"])
 
 
 @pytest.mark.slow
