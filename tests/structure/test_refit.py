@@ -60,8 +60,7 @@ def _in_process(tmp_path: Path, cache: Path, family: str, qmode: str, seed: int,
 def _assert_embedding_skimmed(refit: Dict[str, Any], family: str, qmode: str) -> None:
     """Issue 50's refit memory: a tensor outside delegates that B's replaces (the
     embedding) was only MAC'd and hashed when A's entry was read, never held."""
-    embedding = program_of(family, qmode, 1, False).state_dict["tok_embeddings.weight"]
-    size = embedding.untyped_storage().nbytes()
+    size = embedding_of(family, 1).untyped_storage().nbytes()  # as in the program
     assert size in refit["storages"]["skimmed"], refit["storages"]
     assert size not in refit["storages"]["kept"], refit["storages"]
 
@@ -132,12 +131,16 @@ def test_a_skimmedembedding_of_adversarial_value_gives_executorchs_pte(tmp_path,
 
 @pytest.mark.slow
 def test_the_seed0_embedding_is_seed_0s_programs():
-    """``--embedding=seed0`` (above) takes the embedding from the model built after seed 0,
-    not from its exported program: the same values, so B's embedding is A's."""
+    """``--embedding=seed0`` (above) and ``_assert_embedding_skimmed`` take the embedding
+    of the model built after the seed, not of its exported program: the same values and
+    storage size, so B's embedding is A's."""
     import torch
 
     exported = program_of("executorch_llama", "8da4w", 0, False).state_dict
-    assert torch.equal(embedding_of("executorch_llama", 0), exported["tok_embeddings.weight"])
+    built = embedding_of("executorch_llama", 0)
+    assert torch.equal(built, exported["tok_embeddings.weight"])
+    assert (built.untyped_storage().nbytes()  # what _assert_embedding_skimmed reads
+            == exported["tok_embeddings.weight"].untyped_storage().nbytes())
     seed1 = program_of("executorch_llama", "8da4w", 1, False, "seed0").state_dict
     assert torch.equal(seed1["tok_embeddings.weight"], exported["tok_embeddings.weight"])
 
