@@ -132,7 +132,7 @@ def _parses(data: bytes) -> bool:
     try:
         fields(data)
         return True
-    except (ValueError, struct.error):
+    except (ValueError, OverflowError, struct.error):  # a flipped length: past any size
         return False
 
 

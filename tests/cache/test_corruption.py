@@ -164,3 +164,17 @@ def test_every_damage_in_both_tiers_and_random_ones(filled, tmp_path):
     shared = dict(applicable)
     shared.update({f"random damage {seed}": damage.random_damage(seed) for seed in range(8)})
     _try(filled, tmp_path, local, shared)
+
+
+def test_random_damage_takes_a_length_past_any_size_for_unparsable():
+    """A flipped length field can point past any size (struct cannot even seek there):
+    the damage helper then leaves the bytes as they are rather than failing the test."""
+    import struct
+
+    from fastlower.cache import entry
+
+    lengths = struct.pack(">I", 0) + struct.pack(">Q", 0) * 2
+    data = entry.MAGIC + lengths + struct.pack(">I", 2) + struct.pack(">Q", 2**63) + b"x"
+    assert not damage._parses(data)
+    assert damage._parses(entry.MAGIC + lengths + struct.pack(">I", 0) * 2
+                          + bytes(damage.MAC_SIZE))  # the same, sections empty, a MAC
