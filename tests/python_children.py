@@ -270,8 +270,8 @@ def popen(args: Sequence[Any], *, env: Optional[Dict[str, str]] = None, cwd: Any
     # a pipe's reader is Popen's; the tests use files
     reason = ("a pipe to read" if subprocess.PIPE in (stdout, stderr)
               else why_real(args, env, stdin, real, server_env))
-    if command is None or reason is not None:
-        _real_start(args, reason or "interpreter options")
+    if reason is not None:  # also whenever command is None (why_real says why)
+        _real_start(args, reason)
         return subprocess.Popen(args, env=env, cwd=cwd, stdin=stdin, stdout=stdout,
                                 stderr=stderr, **kwargs)
     out = _stream_fd(stdout, 1)

@@ -57,7 +57,7 @@ def _in_process(tmp_path: Path, cache: Path, family: str, qmode: str, seed: int,
     return found
 
 
-def _assert_embedding_skimmed(refit: Dict[str, Any], family: str, qmode: str) -> None:
+def _assert_embedding_skimmed(refit: Dict[str, Any], family: str) -> None:
     """Issue 50's refit memory: a tensor outside delegates that B's replaces (the
     embedding) was only MAC'd and hashed when A's entry was read, never held."""
     size = embedding_of(family, 1).untyped_storage().nbytes()  # as in the program
@@ -91,7 +91,7 @@ def test_a_new_checkpoint_is_refit_byte_for_byte(tmp_path, family, qmode):
     assert second["pte"] == _reference(family, qmode, 1)
     assert second["pte"] != first["pte"]
     if flags:
-        _assert_embedding_skimmed(second, family, qmode)
+        _assert_embedding_skimmed(second, family)
     if family != "conv":  # B's own entry now (the conv net: its refusal, below)
         again = _in_process(tmp_path, cache, family, qmode, 1)
         assert again["lowering_cache"] == "hit" and again["pte"] == second["pte"]
@@ -109,7 +109,7 @@ def test_a_new_checkpoint_is_refit_byte_for_byte(tmp_path, family, qmode):
     pytest.param(None, "zeros", marks=pytest.mark.slow),
     pytest.param("zeros", None, marks=pytest.mark.slow),
 ])
-def test_a_skimmedembedding_of_adversarial_value_gives_executorchs_pte(tmp_path, a_embedding,
+def test_a_skimmed_embedding_of_adversarial_value_gives_executorchs_pte(tmp_path, a_embedding,
                                                                          b_embedding):
     """The skim's premises, broken on purpose: B's embedding (skimmed in A's entry) equal to
     A's, so that the refit uses a value it did not keep; B's all zeros; A's all zeros (a

@@ -17,6 +17,7 @@ Any other ``EDGE_DO_NOT_DECOMP`` operator (``linear``...) is not taken.
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 from ..fake_outputs.quant_ops import remembered
@@ -31,8 +32,6 @@ def _stands_for(target: Any) -> Any:
     record of what it registered as its kernel), or None."""
     if getattr(target, "namespace", None) != NO_DECOMP_NAMESPACE:
         return None
-    import sys
-
     program = sys.modules.get("executorch.exir.program._program")
     if program is None:  # nothing registered one yet
         return None
