@@ -1,7 +1,9 @@
 """The ``.pte`` is byte-identical with 1, 2 or N workers and on a Dask cluster (XNNPACK)."""
 
+import contextlib
 import functools
 import logging
+import os
 import warnings
 
 import pytest
@@ -46,19 +48,34 @@ def test_xnnpack_pte_identical_with_workers(workers):
     assert not new_children(children_before)
 
 
+@contextlib.contextmanager
+def _nanny_environ_undone():
+    """Dask's nanny writes its ``pre-spawn-environ`` (``MALLOC_TRIM_THRESHOLD_``, a hash seed)
+    into this process's ``os.environ`` before it spawns a worker and never takes it back; put
+    the environment back as it was, so later tests' python children see the pytest worker's."""
+    before = dict(os.environ)
+    try:
+        yield
+    finally:
+        os.environ.clear()
+        os.environ.update(before)
+
+
 @pytest.fixture(scope="module")
 def dask_executor():
     distributed = pytest.importorskip("distributed")
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        cluster = distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
-                                           host="127.0.0.1", dashboard_address=None)
-        client = distributed.Client(cluster)
-    try:
-        yield client.get_executor()
-    finally:
-        client.close()
-        cluster.close()
+    with _nanny_environ_undone():
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            cluster = distributed.LocalCluster(n_workers=2, threads_per_worker=1,
+                                               processes=True, host="127.0.0.1",
+                                               dashboard_address=None)
+            client = distributed.Client(cluster)
+        try:
+            yield client.get_executor()
+        finally:
+            client.close()
+            cluster.close()
 
 
 def test_partition_programs_roundtrip_the_serializer():
@@ -132,8 +149,6 @@ def test_dask_of_several_failures_the_earliest_partition_is_raised(dask_executor
 def test_dask_killed_worker_is_a_worker_died_error():
     """A worker killed in preprocess: Dask gives up on the task (``KilledWorker``, here after
     its first death) and fastlower raises ``WorkerDiedError`` naming the partition."""
-    import os
-
     import dask
     from executorch.exir.backend.compile_spec_schema import CompileSpec
 
@@ -141,13 +156,16 @@ def test_dask_killed_worker_is_a_worker_died_error():
     specs = lambda k: [CompileSpec("kill", str(os.getpid()).encode())] if k == 1 else []  # noqa: E731
     program = edge_blocks(3)
     before = snapshot(program)
+    environ = dict(os.environ)
     with dask.config.set({"distributed.scheduler.allowed-failures": 0}), \
             warnings.catch_warnings():
         warnings.simplefilter("ignore")
         logging.disable(logging.CRITICAL)  # the nanny's and scheduler's reports of the death
         try:
-            with distributed.LocalCluster(n_workers=1, threads_per_worker=1, processes=True,
-                                          host="127.0.0.1", dashboard_address=None) as cluster, \
+            with _nanny_environ_undone(), \
+                    distributed.LocalCluster(n_workers=1, threads_per_worker=1,
+                                             processes=True, host="127.0.0.1",
+                                             dashboard_address=None) as cluster, \
                     distributed.Client(cluster) as client, \
                     pp.options(executor=client.get_executor()), \
                     pytest.raises(pp.WorkerDiedError) as info:
@@ -158,4 +176,5 @@ def test_dask_killed_worker_is_a_worker_died_error():
     assert isinstance(err, fastlower.FastlowerError) and err.partitions == ["tag1"]
     assert "'tag1'" in str(err) and "KilledWorker" in str(err)
     assert type(err.__cause__).__name__ == "KilledWorker"
+    assert dict(os.environ) == environ  # the nanny's variables taken back
     assert_unchanged(program, before)
