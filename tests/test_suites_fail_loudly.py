@@ -1,7 +1,9 @@
 """The differential and conformance suites fail when fastlower cannot be imported; they
 compare the reference with itself only when ``FASTLOWER_CONFORMANCE_IMPL=reference``
 asks for it. Each case is a pytest run in a subprocess where ``import fastlower``
-raises (a package of that name ahead of the installed one on ``PYTHONPATH``)."""
+raises (a package of that name ahead of the installed one on ``PYTHONPATH``; its folder's
+``sitecustomize`` puts the path finder first, so an editable install's finder, which
+comes before ``sys.path``, does not find the real one)."""
 
 from __future__ import annotations
 
@@ -21,6 +23,9 @@ def broken_fastlower(tmp_path_factory) -> Path:
     shadow = tmp_path_factory.mktemp("broken") / "fastlower"
     shadow.mkdir()
     (shadow / "__init__.py").write_text('raise ImportError("simulated broken fastlower install")\n')
+    (shadow.parent / "sitecustomize.py").write_text(
+        "import importlib.machinery, sys\n"
+        "sys.meta_path.insert(0, importlib.machinery.PathFinder)\n")
     return shadow.parent
 
 

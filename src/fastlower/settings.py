@@ -51,6 +51,7 @@ variable                        type    default meaning
 ``FASTLOWER_FAKE_OUTPUTS``      choice  reuse   fake outputs known without a run: reuse/run/verify
 ``FASTLOWER_HEAP_FREEZE``       bool    true    freeze the heap for the collector per lowering
 ``FASTLOWER_RETRACE_QUANT_OPS`` choice  on      quant ops' fake dispatch remembered: on/off/verify
+``FASTLOWER_CIA_OPS``           choice  once    torch's CIA operator table: once/each/verify
 =============================== ======= ======= =============================================
 
 (The test suites' own switches, ``FASTLOWER_CONFORMANCE_IMPL``, ``FASTLOWER_FUZZ_*``,
@@ -77,7 +78,7 @@ __all__ = [
     "allow_untested_versions", "ALLOW_UNTESTED_VERSIONS", "edge_retraces", "EDGE_RETRACES",
     "preprocess_classes", "PREPROCESS_CLASSES", "node_history", "NODE_HISTORY",
     "fake_outputs", "FAKE_OUTPUTS", "heap_freeze", "HEAP_FREEZE",
-    "retrace_quant_ops", "RETRACE_QUANT_OPS",
+    "retrace_quant_ops", "RETRACE_QUANT_OPS", "cia_ops", "CIA_OPS",
     "shared_cache", "shared_cache_endpoint", "shared_cache_timeout", "SHARED_CACHE",
     "SHARED_CACHE_ENDPOINT", "SHARED_CACHE_TIMEOUT",
     "WORKERS", "CACHE_DIR", "CACHE_SIZE", "CACHE_VERIFY", "CACHE_KEY_FILE", "PROGRESS",
@@ -106,6 +107,7 @@ NODE_HISTORY = "FASTLOWER_NODE_HISTORY"
 FAKE_OUTPUTS = "FASTLOWER_FAKE_OUTPUTS"
 HEAP_FREEZE = "FASTLOWER_HEAP_FREEZE"
 RETRACE_QUANT_OPS = "FASTLOWER_RETRACE_QUANT_OPS"
+CIA_OPS = "FASTLOWER_CIA_OPS"
 SHARED_CACHE = "FASTLOWER_SHARED_CACHE"
 SHARED_CACHE_ENDPOINT = "FASTLOWER_SHARED_CACHE_ENDPOINT"
 SHARED_CACHE_TIMEOUT = "FASTLOWER_SHARED_CACHE_TIMEOUT"
@@ -116,6 +118,7 @@ CLASS_MODES = ("derive", "verify", "off")
 NODE_HISTORY_MODES = ("share", "copy")
 FAKE_OUTPUT_MODES = ("reuse", "run", "verify")
 RETRACE_QUANT_OP_MODES = ("off", "on", "verify")
+CIA_OPS_MODES = ("once", "each", "verify")
 
 Value = Union[bool, int, Path, str, Tuple[Path, ...], None]
 
@@ -204,6 +207,10 @@ VARIABLES: Dict[str, Variable] = {v.name: v for v in (
              "dispatch, also in the edge stage's retraces: remembered when the same call "
              "in the same shape-environment state changed nothing (on), not (off), or "
              "verify (both, compared)", choices=RETRACE_QUANT_OP_MODES),
+    Variable(CIA_OPS, "choice", "once", "torch's CompositeImplicitAutograd operators "
+             "materialized into torch.ops once while nothing they depend on changed (once), "
+             "once per namespace (each: torch's way), or verify (each skipped walk run and "
+             "checked to change nothing)", choices=CIA_OPS_MODES),
 )}
 
 
@@ -363,6 +370,11 @@ def fake_outputs() -> str:
 def retrace_quant_ops() -> str:
     """``FASTLOWER_RETRACE_QUANT_OPS``: ``on`` (default), ``off`` or ``verify``."""
     return cast(str, get(RETRACE_QUANT_OPS))
+
+
+def cia_ops() -> str:
+    """``FASTLOWER_CIA_OPS``: ``once`` (default), ``each`` or ``verify``."""
+    return cast(str, get(CIA_OPS))
 
 
 def heap_freeze() -> bool:

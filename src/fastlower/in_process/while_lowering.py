@@ -9,7 +9,9 @@ by each step, nesting freely.
 * :mod:`.retrace_quant_ops`: torchao's quantization operators' fake dispatch
   remembered, also in the edge stage's retraces (``FASTLOWER_RETRACE_QUANT_OPS``);
 * :mod:`.preprocess.xnnpack_patterns`: XNNPACK's upsample and SDPA patterns not built
-  for a graph without their operator.
+  for a graph without their operator;
+* :mod:`.cia_ops`: torch's CompositeImplicitAutograd operators materialized into
+  ``torch.ops`` once, not once per namespace in each retrace (``FASTLOWER_CIA_OPS``).
 
 Each is listed, with what it patches and how to turn it off, in docs/embedding.md.
 """
@@ -19,6 +21,7 @@ from __future__ import annotations
 from contextlib import contextmanager
 from typing import Iterator
 
+from .cia_ops import materialized_once
 from .fake_outputs import known_outputs
 from .heap_freeze import frozen_heap
 from .node_history import shared_history
@@ -34,5 +37,5 @@ def lowering_step() -> Iterator[None]:
     from .. import settings
 
     with frozen_heap(), shared_history(), known_outputs(), skipped_when_absent(), \
-            remembering(settings.retrace_quant_ops()):
+            remembering(settings.retrace_quant_ops()), materialized_once():
         yield
