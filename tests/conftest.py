@@ -40,36 +40,46 @@ def pytest_xdist_auto_num_workers(config):
 # The longest modules (measured, longest first) are handed to workers first: with
 # --dist loadscope a module runs whole on one worker, and a long one started last would
 # keep its worker busy while the others stand idle (longest-processing-time-first).
+# Worker seconds of each in a default run on 2 cores (docs/testing.md, 2026-11-28).
 LONG_MODULES = [
     "tests/pipeline/test_export_llm_stories15m.py",  # slow set only
-    "tests/pipeline/test_export_llm.py",
-    "tests/fuzz/test_differential_fuzz.py",
-    "tests/adversarial/test_fuzz.py",
-    "tests/differential/test_lowering.py",
-    "tests/conformance/test_reference_suite.py",
-    "tests/adversarial/test_premises.py",
-    "tests/partitioners/test_xnnpack.py",
-    "tests/cache/test_forgery.py",
-    "tests/structure/test_refit.py",
-    "tests/cli/test_load.py",
-    "tests/cache/test_safety.py",
-    "tests/cache/test_detached.py",
-    "tests/test_fake_outputs.py",
-    "tests/test_docs.py",
-    "tests/test_determinism.py",
-    "tests/structure/test_new_checkpoint.py",
-    "tests/differential/test_errors.py",
-    "tests/structure/test_classes_differential.py",
-    "tests/cli/test_run.py",
-    "tests/pipeline/test_cache_across_processes.py",
-    "tests/edge/test_edge_stage_differential.py",
-    "tests/cache/test_hits.py",
-    "tests/plugin/test_pytest_plugin.py",
-    "tests/cache/test_corruption.py",
-    "tests/preprocess/test_start_method.py",
-    "tests/shared/test_two_checkouts.py",
-    "tests/cache/test_quantized.py",
+    "tests/differential/test_lowering.py",  # 174 s
+    "tests/pipeline/test_export_llm.py",  # 127 s
+    "tests/structure/test_refit.py",  # 120 s
+    "tests/differential/test_errors.py",  # 93 s
+    "tests/partitioners/test_xnnpack.py",  # 83 s
+    "tests/plugin/test_pytest_plugin.py",  # 82 s
+    "tests/cli/test_load.py",  # 72 s
+    "tests/test_determinism.py",  # 70 s
+    "tests/cache/test_hits.py",  # 67 s
+    "tests/test_docs.py",  # 53 s
+    "tests/edge/test_edge_stage_differential.py",  # 53 s
+    "tests/test_fake_outputs.py",  # 52 s
+    "tests/preprocess/test_start_method.py",  # 48 s
+    "tests/cache/test_forgery.py",  # 48 s
+    "tests/adversarial/test_premises.py",  # 43 s
+    "tests/structure/test_classes_differential.py",  # 43 s
+    "tests/preprocess/test_executors.py",  # 43 s
+    "tests/structure/test_new_checkpoint.py",  # 39 s
+    "tests/fuzz/test_differential_fuzz.py",  # 38 s
+    "tests/adversarial/test_fuzz.py",  # 37 s
+    "tests/cache/test_safety.py",  # 35 s
+    "tests/cli/test_cli.py",  # 33 s
+    "tests/cache/test_roundtrip.py",  # 32 s
+    "tests/test_suites_fail_loudly.py",  # 31 s
+    "tests/cache/test_across_processes.py",  # 29 s
+    "tests/test_retrace_edge_no_decomp.py",  # 23 s
+    "tests/shared/test_two_processes.py",  # 22 s
+    "tests/test_core_fuzz.py",  # 20 s
+    "tests/pipeline/test_cache_across_processes.py",  # 20 s
 ]
+
+
+def pytest_configure(config):
+    """pytest-xdist (3.x) hands out --dist loadscope's modules largest test count first
+    unless told not to; the order here is by measured time (LONG_MODULES)."""
+    if hasattr(config.option, "loadscopereorder"):
+        config.option.loadscopereorder = False
 
 
 @pytest.hookimpl(trylast=True)
