@@ -88,6 +88,37 @@ def pytest_collection_modifyitems(session, config, items):
     items.sort(key=lambda item: rank.get(item.nodeid.split("::", 1)[0], len(rank)))
 
 
+# the environment this pytest process started with (each xdist worker's own), but pytest's
+# PYTEST_* variables, which it sets and removes around each test
+_SESSION_ENV = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_")}
+
+
+def _python_children():
+    try:
+        from tests import python_children
+    except ImportError:  # a suite run from another root
+        return None
+    return python_children
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _session_environment():
+    """Each module starts with the session's environment: a library one imports may write
+    ``os.environ`` for good (scikit-learn sets ``KMP_DUPLICATE_LIB_OK``, a start-up
+    variable), and later modules' Python children would then start as real interpreters
+    instead of forks (``tests/python_children.py``, whose forkserver starts with this
+    environment too)."""
+    children = _python_children()
+    if children is not None and children.SESSION_ENV is None:
+        children.SESSION_ENV = _SESSION_ENV
+    yield
+    own = {k: v for k, v in os.environ.items() if k.startswith("PYTEST_")}  # pytest's own
+    if {k: v for k, v in os.environ.items() if k not in own} != _SESSION_ENV:
+        os.environ.clear()
+        os.environ.update(_SESSION_ENV)
+        os.environ.update(own)
+
+
 @pytest.fixture(scope="session", autouse=True)
 def _core_handed_over():
     """Tests that drive ``fastlower._core`` directly (even under FASTLOWER_FORCE_PYTHON=1,

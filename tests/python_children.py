@@ -46,19 +46,43 @@ _lock = threading.Lock()
 _state: Dict[str, Any] = {}
 
 
+# the environment the forkserver starts with: the session's, as tests/conftest.py recorded it
+# when the pytest process started (None: this process's when the server starts). A library
+# imported by a test before the server's first use may have written os.environ (scikit-learn
+# sets KMP_DUPLICATE_LIB_OK), and the conftest puts the session's back after each module.
+SESSION_ENV: Optional[Dict[str, str]] = None
+
+
 def _forkserver() -> Tuple[Any, Dict[str, str], List[str]]:
     """The forkserver context, the environment it started with and the interpreter's own
     ``sys.path`` (no PYTHONPATH, no script folder); started on first use."""
     with _lock:
         if not _state:
+            env = dict(os.environ if SESSION_ENV is None else SESSION_ENV)
             probe = "import sys, json; print(json.dumps(sys.path))"
             bare = subprocess.run([sys.executable, "-c", probe],
-                                  env={k: v for k, v in os.environ.items() if k != _PATH_VARIABLE},
+                                  env={k: v for k, v in env.items() if k != _PATH_VARIABLE},
                                   capture_output=True, text=True, check=True, cwd="/")
             context = multiprocessing.get_context("forkserver")
             context.set_forkserver_preload(PRELOAD)
-            _state.update(context=context, env=dict(os.environ), path=json.loads(bare.stdout)[1:])
+            _start_server(env)
+            _state.update(context=context, env=env, path=json.loads(bare.stdout)[1:])
         return _state["context"], _state["env"], _state["path"]
+
+
+def _start_server(env: Dict[str, str]) -> None:
+    """Starts multiprocessing's forkserver with ``env`` as its environment (it inherits
+    ``os.environ``, so that is ``env`` for the moment of the start)."""
+    from multiprocessing import forkserver
+
+    current = dict(os.environ)
+    os.environ.clear()
+    os.environ.update(env)
+    try:
+        forkserver.ensure_running()
+    finally:
+        os.environ.clear()
+        os.environ.update(current)
 
 
 def _command(args: Sequence[Any]) -> Optional[Tuple[str, str, List[str]]]:
