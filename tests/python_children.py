@@ -40,6 +40,10 @@ PRELOAD = ["torch", "executorch.exir", "executorch.backends.xnnpack.partition.xn
 # variables read when the interpreter starts or the preloaded modules are imported: a child
 # whose environment changes one of them gets a real interpreter
 READ_AT_START = ("PYTHON", "TORCH", "PYTORCH", "OMP_", "MKL_", "KMP_", "LD_", "CUDA", "MALLOC")
+# ... but these, which are read each time they are used, so a fork reads the child's value:
+# torch reads (and, when unset, writes) TORCHINDUCTOR_CACHE_DIR whenever it needs the folder
+# (torch/_inductor/runtime/cache_dir_utils.py's cache_dir)
+READ_WHEN_USED = ("TORCHINDUCTOR_CACHE_DIR",)
 _PATH_VARIABLE = "PYTHONPATH"  # read at start too, but applied to the child's sys.path
 
 _lock = threading.Lock()
@@ -130,8 +134,8 @@ def why_real(args: Sequence[Any], env: Optional[Dict[str, str]], stdin: Any, rea
         return "interpreter options" if _is_python(args) else "not python"
     wanted = dict(os.environ if env is None else env)
     for name in sorted(set(wanted) | set(server_env)):
-        if name != _PATH_VARIABLE and name.startswith(READ_AT_START) \
-                and wanted.get(name) != server_env.get(name):
+        if name != _PATH_VARIABLE and name not in READ_WHEN_USED \
+                and name.startswith(READ_AT_START) and wanted.get(name) != server_env.get(name):
             return f"start-up variable {name} changed"
     return None
 

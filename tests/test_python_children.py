@@ -85,6 +85,21 @@ def test_streams_to_files_and_a_timeout(tmp_path):
         assert sorted(out.read().split()) == ["e", "o"]
 
 
+def test_a_variable_read_when_used_is_no_reason_for_a_real_interpreter(tmp_path):
+    """torch writes TORCHINDUCTOR_CACHE_DIR into os.environ when it first needs the folder and
+    reads it each time: a child whose environment differs there only is forked, and sees it."""
+    env = dict(os.environ, TORCHINDUCTOR_CACHE_DIR=str(tmp_path / "inductor"))
+    before = dict(python_children.REAL_STARTS)
+    done = python_children.run(
+        [sys.executable, "-c", "from torch._inductor.runtime.cache_dir_utils import cache_dir; "
+         "import os; print(cache_dir(), os.getppid())"],
+        capture_output=True, text=True, timeout=120, env=env)
+    assert done.returncode == 0, done.stderr
+    folder, parent = done.stdout.split()
+    assert folder == str(tmp_path / "inductor") and int(parent) != os.getpid()  # a fork
+    assert python_children.REAL_STARTS == before
+
+
 @pytest.mark.parametrize("why", ["real", "PYTHONHASHSEED", "interpreter option", "not python"])
 def test_what_a_fork_cannot_be_runs_a_real_interpreter(why, tmp_path):
     argv = [sys.executable, "-c", "import os; print(os.getppid())"]
