@@ -129,9 +129,5 @@ def materialized_once() -> Iterator[None]:
     if mode == "each":
         yield
         return
-    _PATCH.install()
-    token = _MODE.set(mode)
-    try:
+    with _PATCH.active(_MODE, mode):
         yield
-    finally:
-        _MODE.reset(token)

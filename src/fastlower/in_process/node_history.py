@@ -67,9 +67,5 @@ def shared_history() -> Iterator[None]:
     if settings.node_history() != "share":
         yield
         return
-    _PATCH.install()
-    token = _SHARING.set(True)
-    try:
+    with _PATCH.active(_SHARING, True):
         yield
-    finally:
-        _SHARING.reset(token)

@@ -10,7 +10,11 @@ binding someone else made after fastlower's is left in place by ``uninstall``.
 from __future__ import annotations
 
 import threading
-from typing import Any, Callable, Optional
+from contextlib import contextmanager
+from contextvars import ContextVar
+from typing import Any, Callable, Iterator, Optional, TypeVar
+
+T = TypeVar("T")
 
 __all__ = ["ScopedMethodPatch"]
 
@@ -36,6 +40,17 @@ class ScopedMethodPatch:
             self._original = owner.__dict__[self._name]
             self._patched = self._replace(self._original)
             setattr(owner, self._name, self._patched)
+
+    @contextmanager
+    def active(self, var: "ContextVar[T]", value: T) -> Iterator[T]:
+        """Binds the replacement (once) and sets ``var``, the context variable it reads, to
+        ``value`` inside the block (this thread or asyncio task); yields ``value``."""
+        self.install()
+        token = var.set(value)
+        try:
+            yield value
+        finally:
+            var.reset(token)
 
     def installed(self) -> bool:
         """Whether the replacement is bound now."""

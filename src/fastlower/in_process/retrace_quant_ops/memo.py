@@ -167,12 +167,10 @@ def remembering(mode: str) -> Iterator[Optional[Memo]]:
     if mode == "off":
         yield None
         return
-    PATCH.install()
     memo = Memo(mode)
-    token = _MEMO.set(memo)
     try:
-        yield memo
+        with PATCH.active(_MEMO, memo):
+            yield memo
     finally:
-        _MEMO.reset(token)
         LAST.reused, LAST.run = memo.reused, memo.run
         LAST.reused_by = {str(func): n for func, n in memo.reused_by.items()}
