@@ -22,6 +22,8 @@ for p in reversed(_paths):
     if p not in sys.path:
         sys.path.insert(0, p)
 
+from tests import python_children  # noqa: E402 - after the repository root is on sys.path
+
 
 @pytest.hookimpl(optionalhook=True)  # pytest-xdist's hook: absent without the plugin
 def pytest_xdist_auto_num_workers(config):
@@ -89,16 +91,10 @@ def pytest_collection_modifyitems(session, config, items):
 
 
 # the environment this pytest process started with (each xdist worker's own), but pytest's
-# PYTEST_* variables, which it sets and removes around each test
+# PYTEST_* variables, which it sets and removes around each test; the Python children's
+# forkserver starts with it too
 _SESSION_ENV = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_")}
-
-
-def _python_children():
-    try:
-        from tests import python_children
-    except ImportError:  # a suite run from another root
-        return None
-    return python_children
+python_children.SESSION_ENV = _SESSION_ENV
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -106,17 +102,10 @@ def _session_environment():
     """Each module starts with the session's environment: a library one imports may write
     ``os.environ`` for good (scikit-learn sets ``KMP_DUPLICATE_LIB_OK``, a start-up
     variable), and later modules' Python children would then start as real interpreters
-    instead of forks (``tests/python_children.py``, whose forkserver starts with this
-    environment too)."""
-    children = _python_children()
-    if children is not None and children.SESSION_ENV is None:
-        children.SESSION_ENV = _SESSION_ENV
+    instead of forks (``tests/python_children.py``)."""
     yield
-    own = {k: v for k, v in os.environ.items() if k.startswith("PYTEST_")}  # pytest's own
-    if {k: v for k, v in os.environ.items() if k not in own} != _SESSION_ENV:
-        os.environ.clear()
-        os.environ.update(_SESSION_ENV)
-        os.environ.update(own)
+    if {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_")} != _SESSION_ENV:
+        python_children.replace_environ(_SESSION_ENV)
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -165,8 +154,7 @@ def _add_real_starts(counts) -> None:
 
 
 def pytest_sessionfinish(session):
-    children = sys.modules.get("tests.python_children")
-    counts = dict(children.REAL_STARTS) if children is not None else {}
+    counts = dict(python_children.REAL_STARTS)
     if hasattr(session.config, "workeroutput"):  # an xdist worker: to the controller
         session.config.workeroutput["python_children_real_starts"] = counts
     else:

@@ -74,19 +74,26 @@ def _forkserver() -> Tuple[Any, Dict[str, str], List[str]]:
         return _state["context"], _state["env"], _state["path"]
 
 
+def replace_environ(env: Dict[str, str]) -> None:
+    """``os.environ`` made ``env``, but pytest's own ``PYTEST_*`` variables (set and removed by
+    pytest around each test) left as they are."""
+    own = {k: v for k, v in os.environ.items() if k.startswith("PYTEST_")}
+    os.environ.clear()
+    os.environ.update(env)
+    os.environ.update(own)
+
+
 def _start_server(env: Dict[str, str]) -> None:
     """Starts multiprocessing's forkserver with ``env`` as its environment (it inherits
     ``os.environ``, so that is ``env`` for the moment of the start)."""
     from multiprocessing import forkserver
 
     current = dict(os.environ)
-    os.environ.clear()
-    os.environ.update(env)
+    replace_environ(env)
     try:
         forkserver.ensure_running()
     finally:
-        os.environ.clear()
-        os.environ.update(current)
+        replace_environ(current)
 
 
 def _command(args: Sequence[Any]) -> Optional[Tuple[str, str, List[str]]]:

@@ -10,6 +10,7 @@ import pytest
 
 import fastlower
 import fastlower.preprocess as pp
+from tests import python_children
 
 from .helpers import (
     LinearPartitioner, assert_unchanged, child_processes, edge_blocks, fingerprint, new_children,
@@ -57,8 +58,7 @@ def _nanny_environ_undone():
     try:
         yield
     finally:
-        os.environ.clear()
-        os.environ.update(before)
+        python_children.replace_environ(before)
 
 
 @pytest.fixture(scope="module")
