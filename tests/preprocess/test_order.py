@@ -9,7 +9,7 @@ from executorch.exir import EdgeCompileConfig, to_edge
 
 import fastlower
 import fastlower.preprocess as pp
-from fastlower.preprocess.jobs import estimated_cost, longest_first
+from fastlower.preprocess.jobs import BYTES_PER_NODE, estimated_cost, longest_first
 
 from .helpers import LinearPartitioner, delegates, fingerprint, warm_up_backend
 
@@ -73,17 +73,24 @@ class _Job:
         self.program = program
 
 
-def test_cost_counts_nodes_then_constant_bytes():
+def test_cost_counts_nodes_and_constant_bytes():
     small, large = torch.nn.Linear(4, 4), torch.nn.Linear(4, 400)
     programs = [torch.export.export(m, (torch.randn(1, 4),)) for m in (small, large)]
     costs = [estimated_cost(_Job(p)) for p in programs]
-    assert costs[0][0] == costs[1][0] == len(programs[0].graph.nodes)
-    assert costs[1][1] - costs[0][1] == (400 * 4 + 400 - 4 * 4 - 4) * 4
+    assert costs[0][1] == costs[1][1] == len(programs[0].graph.nodes)
+    assert costs[1][2] - costs[0][2] == (400 * 4 + 400 - 4 * 4 - 4) * 4
+    assert costs[1][0] == costs[1][1] + costs[1][2] / BYTES_PER_NODE
     assert longest_first([_Job(p) for p in programs]) == [1, 0]
     assert longest_first([_Job(programs[0])] * 3) == [0, 1, 2]  # ties: graph order
     bigger_graph = torch.export.export(torch.nn.Sequential(small, torch.nn.ReLU(), small),
                                        (torch.randn(1, 4),))
-    assert longest_first([_Job(programs[1]), _Job(bigger_graph)]) == [1, 0]  # nodes first
+    # a few more nodes outweigh a few KB ...
+    assert longest_first([_Job(programs[1]), _Job(bigger_graph)]) == [1, 0]
+    # ... and a weight of many node-equivalents outweighs them (the output projection of
+    # an LLM's vocabulary against a block's small linears)
+    huge = torch.nn.Linear(1024, 16 * BYTES_PER_NODE // (1024 * 4))  # 16 node-equivalents
+    huge_program = torch.export.export(huge, (torch.randn(1, 1024),))
+    assert longest_first([_Job(bigger_graph), _Job(huge_program)]) == [1, 0]
 
 
 # its own per-process cache: other tests' backends may have warmed theirs

@@ -61,9 +61,10 @@ def encode(result: PreprocessResult, seal: Seal, made: str = "backend") -> bytes
 def seal_payload(payload: bytes, seal: Seal) -> bytes:
     """``MAGIC | u32 len | versions | payload | MAC``."""
     stamp = versions().encode()
-    body = MAGIC + struct.pack(">I", len(stamp)) + stamp + payload
-    seal.update(body)
-    return body + seal.digest()
+    head = MAGIC + struct.pack(">I", len(stamp)) + stamp
+    seal.update(head)
+    seal.update(payload)
+    return b"".join((head, payload, seal.digest()))  # one copy of a payload of weights
 
 
 def open_payload(raw: bytes, seal: Seal) -> bytes:

@@ -51,14 +51,22 @@ class PreprocessJob:
         return f"partition '{self.tag}' of method '{self.method}' (backend {self.backend_id})"
 
 
-def estimated_cost(job: PreprocessJob) -> Tuple[int, int]:
-    """How long the job's preprocess will take, roughly, as a sortable pair: the
-    partition's node count, then the bytes of its constants.
+# constant bytes that cost XNNPACK about what one node costs: ~40 ms a node for its passes
+# and serialization, ~3.3 ms a MB to pack and hash weights (Llama 3.2 1B's shape, 2 workers:
+# a 7-node linear of 4 MB 0.29 s, the 7-node 128256 x 2048 output projection 1.12 s)
+BYTES_PER_NODE = 8 << 20
 
-    Nodes come first because they are what a backend's passes walk: in
-    ``export_llm``'s stories110M export (``benchmarks/README.md``) XNNPACK took 3.5-4.3 s
-    on each 21-node partition (three quantized linears) and ~1 s on each 7-node one,
-    the 27 MiB output projection included.
+
+def estimated_cost(job: PreprocessJob) -> Tuple[float, int, int]:
+    """How long the job's preprocess will take, roughly, as a sortable triple: node-
+    equivalents (nodes, plus constant bytes at :data:`BYTES_PER_NODE`), then nodes, then
+    the bytes of its constants.
+
+    Nodes are what a backend's passes walk: in ``export_llm``'s stories110M export
+    (``benchmarks/README.md``) XNNPACK took 3.5-4.3 s on each 21-node partition (three
+    quantized linears) and ~1 s on each 7-node one, its 27 MiB output projection included.
+    At Llama 3.2 1B's width the bytes weigh as much: its 128256 x 2048 output projection
+    is the longest partition, and started last it left one worker running alone.
     """
     program = job.program
     constant_bytes = 0
@@ -66,7 +74,8 @@ def estimated_cost(job: PreprocessJob) -> Tuple[int, int]:
         nbytes = getattr(value, "nbytes", None)
         if isinstance(nbytes, int):
             constant_bytes += nbytes
-    return len(program.graph.nodes), constant_bytes
+    nodes = len(program.graph.nodes)
+    return nodes + constant_bytes / BYTES_PER_NODE, nodes, constant_bytes
 
 
 def longest_first(jobs: Sequence[PreprocessJob]) -> List[int]:
@@ -78,8 +87,8 @@ def longest_first(jobs: Sequence[PreprocessJob]) -> List[int]:
     position.
     """
     costs = [estimated_cost(job) for job in jobs]
-    return sorted(range(len(jobs)), key=lambda position: (-costs[position][0],
-                                                          -costs[position][1], position))
+    return sorted(range(len(jobs)), key=lambda position: (
+        tuple(-part for part in costs[position]), position))
 
 
 def private_copy(job: PreprocessJob, program: ExportedProgram) -> ExportedProgram:

@@ -52,6 +52,12 @@ class BytesOnlyDisk(diskcache.Disk):
     def store(self, value: Any, read: bool, key: Any = UNKNOWN) -> Any:
         if type(value) is not bytes and not read:
             raise TypeError(f"cache values are bytes or streams, not {type(value).__name__}")
+        if type(value) is bytes and len(value) >= self.min_file_size:
+            # diskcache writes bytes by iterating an io.BytesIO, which yields lines: a
+            # 150 MB entry of packed weights became ~300,000 writes. One write instead.
+            filename, full_path = self.filename(key, value)
+            self._write(full_path, iter((value,)), "xb")
+            return len(value), MODE_BINARY, filename, None
         return super().store(value, read, key)
 
     def fetch(self, mode: int, filename: Any, value: Any, read: bool) -> Any:

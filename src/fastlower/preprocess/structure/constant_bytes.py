@@ -20,44 +20,72 @@ from typing import Callable, Dict, List, Optional, Sequence, Tuple
 import torch
 
 
-def _storage_bytes(tensor: torch.Tensor) -> bytes:
-    """The whole untyped storage of ``tensor``, as XNNPACK reads it (one copy through
-    ctypes; ``bytes(storage)`` would go element by element through Python)."""
+def _storage_view(tensor: torch.Tensor) -> "ctypes.Array[ctypes.c_ubyte]":
+    """The whole untyped storage of ``tensor``, as XNNPACK reads it, without a copy (valid
+    while ``tensor`` lives)."""
     storage = tensor.untyped_storage()
-    size = storage.nbytes()
-    return ctypes.string_at(storage.data_ptr(), size) if size else b""
+    if storage.device.type != "cpu":
+        raise ValueError(f"a constant on {storage.device}, not in this process's memory")
+    return (ctypes.c_ubyte * storage.nbytes()).from_address(storage.data_ptr())
 
 
-def _as_stored(tensor: torch.Tensor) -> bytes:
-    return _storage_bytes(tensor.contiguous())
+def _storage_bytes(tensor: torch.Tensor) -> bytes:
+    """The whole untyped storage of ``tensor`` (one copy through ctypes; ``bytes(storage)``
+    would go element by element through Python)."""
+    return bytes(_storage_view(tensor))
 
 
-def _as_float32(tensor: torch.Tensor) -> bytes:
-    return _storage_bytes(tensor.contiguous().to(dtype=torch.float32).contiguous())
+def _as_stored(tensor: torch.Tensor) -> torch.Tensor:
+    return tensor.contiguous()
 
 
-def _as_bfloat16(tensor: torch.Tensor) -> bytes:
-    return _storage_bytes(tensor.to(torch.bfloat16))
+def _as_float32(tensor: torch.Tensor) -> torch.Tensor:
+    return tensor.contiguous().to(dtype=torch.float32).contiguous()
 
 
-def _channels_last(tensor: torch.Tensor) -> bytes:
+def _as_bfloat16(tensor: torch.Tensor) -> torch.Tensor:
+    return tensor.to(torch.bfloat16)
+
+
+def _channels_last(tensor: torch.Tensor) -> torch.Tensor:
     if tensor.dim() != 4:
         raise ValueError("channels-last needs 4 dimensions")
-    return _storage_bytes(tensor.contiguous().to(memory_format=torch.channels_last))
+    return tensor.contiguous().to(memory_format=torch.channels_last)
 
 
-def _packed_4bit(tensor: torch.Tensor) -> bytes:
+def _packed_4bit(tensor: torch.Tensor) -> torch.Tensor:
     from executorch.backends.xnnpack.operators.node_visitor import NodeVisitor
 
     if tensor.dtype != torch.int8:
         raise ValueError("4-bit packing takes int8 values")
-    return _storage_bytes(NodeVisitor.convert_to_qc4w(tensor.contiguous()))
+    return NodeVisitor.convert_to_qc4w(tensor.contiguous())
 
 
-STEPS: Dict[str, Callable[[torch.Tensor], bytes]] = {
+# each step gives the tensor whose whole storage is the bytes stored
+STEPS: Dict[str, Callable[[torch.Tensor], torch.Tensor]] = {
     "stored": _as_stored, "float32": _as_float32, "bfloat16": _as_bfloat16,
     "channels_last": _channels_last, "packed_4bit": _packed_4bit,
 }
+_CONVERTS_TO = {"float32": torch.float32, "bfloat16": torch.bfloat16}
+
+
+def step_length(step: str, tensor: torch.Tensor) -> Optional[int]:
+    """How many bytes ``step`` gives for ``tensor``, where that follows from its dtype,
+    shape and layout alone; ``None`` where only running the step tells.
+
+    ``stored`` reads the storage as it is when the tensor is contiguous (all of it, a
+    view's included) and a fresh compact copy otherwise; a conversion to another dtype
+    makes a fresh tensor of ``numel`` elements, dense whatever the input's strides."""
+    if step == "stored":
+        if tensor.is_contiguous():
+            return tensor.untyped_storage().nbytes()
+        return tensor.numel() * tensor.element_size()
+    target = _CONVERTS_TO.get(step)
+    if target is not None and tensor.dtype != target:
+        return tensor.numel() * target.itemsize
+    return None
+
+
 PREFIXES = ("", "scale_")
 # why explain() gives up when two equal constants hash to one key: a fact of these
 # values, not of the structure (another checkpoint's may differ)
@@ -69,7 +97,13 @@ def digest(data: bytes) -> str:
 
 
 def apply(step: str, tensor: torch.Tensor) -> bytes:
-    return STEPS[step](tensor)
+    return _storage_bytes(STEPS[step](tensor))
+
+
+def step_digest(step: str, tensor: torch.Tensor) -> str:
+    """``digest(apply(step, tensor))``, hashed in place."""
+    made = STEPS[step](tensor)
+    return hashlib.sha256(_storage_view(made)).hexdigest()
 
 
 def split_key(key: str) -> Optional[Tuple[str, str]]:
@@ -82,21 +116,31 @@ def split_key(key: str) -> Optional[Tuple[str, str]]:
     return None
 
 
-def explain(keys: Sequence[str], constants: Sequence[torch.Tensor]
+def explain(keys: Sequence[str], constants: Sequence[torch.Tensor],
+            lengths: Optional[Sequence[int]] = None
             ) -> Tuple[Optional[List[Tuple[int, str, Tuple[str, ...]]]], str]:
     """For each key, ``(constant position, step, other steps)``: the constant and step
     whose bytes hash to it, and the other catalog steps that give the same bytes from
     that constant (on these values: a zero or uniform tensor is its own channels-last
     layout); ``None`` and why when a key has no explanation or two different constants
-    explain it."""
+    explain it.
+
+    ``lengths``, the byte lengths of the keys' data: a step whose :func:`step_length` is
+    none of them is not run (bytes of another length cannot hash to any key, nor equal
+    bytes that do), which leaves the answer as it is without them."""
+    wanted = None if lengths is None else set(lengths)
     digests: Dict[str, List[Tuple[int, str]]] = {}
     for position, tensor in enumerate(constants):
-        for step, function in STEPS.items():
+        for step in STEPS:
+            if wanted is not None:
+                length = step_length(step, tensor)
+                if length is not None and length not in wanted:
+                    continue
             try:
-                data = function(tensor)
+                hashed = step_digest(step, tensor)
             except Exception:  # the step does not apply to this constant
                 continue
-            digests.setdefault(digest(data), []).append((position, step))
+            digests.setdefault(hashed, []).append((position, step))
     found = []
     for key in keys:
         parts = split_key(key)

@@ -66,6 +66,19 @@ def _fingerprint(tensor: torch.Tensor) -> str:
     return hasher.hexdigest()
 
 
+def _data_lengths(store, keys: List[str]) -> Optional[List[int]]:
+    """The byte length of each key's data, or ``None`` when a buffer is not in memory."""
+    if store is None:
+        return []
+    lengths = []
+    for key in keys:
+        data = store.buffers[store.pte_data[key].buffer_index]
+        if not isinstance(data, (bytes, bytearray)):
+            return None
+        lengths.append(len(data))
+    return lengths
+
+
 def learn(shape: PartitionShape, result: PreprocessResult) -> Template:
     """The template of ``result``, the real preprocess of the partition ``shape``."""
     if result.debug_handle_map or result._delegate_info_meta is not None:
@@ -75,7 +88,8 @@ def learn(shape: PartitionShape, result: PreprocessResult) -> Template:
         raise NotDerivable("named data stored outside the .pte")
     entries_out = store.pte_data if store is not None else {}
     keys = list(entries_out)
-    explained, why = constant_bytes.explain(keys, shape.constants)
+    explained, why = constant_bytes.explain(keys, shape.constants,
+                                            _data_lengths(store, keys))
     if explained is None:
         raise NotDerivable(why)
     entries = tuple(Entry(_prefix(key), position, step, entries_out[key].alignment,
