@@ -51,8 +51,6 @@ def _instrument() -> None:
           lambda r: _stamp("to_backend exit"))
     if os.environ.get("TIMELINE_IMPL") != "fastlower":
         return
-    import fastlower.lowering.multi as multi
-    import fastlower.lowering.single as single
     import fastlower.preprocess.executors as executors
     import fastlower.preprocess.partitions as partitions
     from fastlower.preprocess.cache import PreprocessCache
@@ -82,8 +80,6 @@ def _instrument() -> None:
         _stamp("preprocess done")
 
     partitions._run_jobs = jobs
-    batch = partitions.preprocess_partitions
-    multi.preprocess_partitions = single.preprocess_partitions = batch
 
 
 def child() -> None:

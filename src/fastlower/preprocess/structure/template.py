@@ -68,8 +68,6 @@ def _fingerprint(tensor: torch.Tensor) -> str:
 
 def _data_lengths(store, keys: List[str]) -> Optional[List[int]]:
     """The byte length of each key's data, or ``None`` when a buffer is not in memory."""
-    if store is None:
-        return []
     lengths = []
     for key in keys:
         data = store.buffers[store.pte_data[key].buffer_index]
