@@ -180,3 +180,48 @@ def test_an_output_aliasing_an_input_is_not_remembered():
     assert compare.outputs_difference(made, outputs) is None
     assert made[2]._base is not None and made[2].storage_offset() == 3
     assert compare.outputs_difference((fresh,), (own_view,)) is not None
+
+
+def test_an_output_autograd_recorded_is_remade_recorded_too():
+    mode = torch._subclasses.fake_tensor.FakeTensorMode()
+    with mode:
+        x = torch.empty(4, 6, requires_grad=True)
+        product = x * 2  # recorded by autograd: not a leaf
+        view = product.view(2, 12)  # what torchao's dequantize_affine returns
+    for outputs in (product, view, (product.sum(0), view)):
+        template = quant_ops._template(outputs, (x,))
+        assert template is not None
+        made = quant_ops._fresh(template)
+        assert compare.outputs_difference(made, outputs) is None
+        for a, b in zip(torch.utils._pytree.tree_leaves(made),
+                        torch.utils._pytree.tree_leaves(outputs)):
+            assert a.requires_grad and not a.is_leaf and not b.is_leaf
+            assert (a._base is None) == (b._base is None)
+            if a._base is not None:
+                assert not a._base.is_leaf and a._base.requires_grad
+    with mode:
+        leaf = torch.empty(4, 6, requires_grad=True)
+    assert not quant_ops._same(leaf, product)  # same metadata, but a leaf
+    assert quant_ops._same(quant_ops._fresh(quant_ops._template(product, (x,))), product)
+
+
+def test_a_quant_op_is_remembered_per_grad_mode():
+    from executorch.exir.pass_base import ExportPass
+
+    class Dequantize(torch.nn.Module):
+        def forward(self, q: torch.Tensor, scale: torch.Tensor) -> torch.Tensor:
+            return torch.ops.torchao.dequantize_affine(
+                q, [1, 4], scale, None, torch.int8, -8, 7)
+
+    import torchao  # noqa: F401  (registers torchao's operators)
+
+    program = torch.export.export(
+        Dequantize(), (torch.ones(2, 8, dtype=torch.int8), torch.ones(2, 2)))
+    gm = program.graph_module
+    with fake_outputs.known_outputs() as scope:
+        ExportPass()(gm)
+        ExportPass()(gm)
+        with torch.no_grad():
+            ExportPass()(gm)
+    assert scope is not None
+    assert (scope.ops_run, scope.ops_reused) == (2, 1)

@@ -14,9 +14,12 @@ expressions, storage offset, dtype, device, ``requires_grad``, fake mode) or its
 value (ints, floats by ``repr``, bools, strings, dtypes, enums, ``None``). A later call
 with the same key gets fresh fake tensors with the first run's metadata
 (``torch.empty_strided`` in the same fake mode; where an output was a view of a tensor
-of its own, a view of a new such tensor). It runs the operator when an argument or
-output is anything else, when an output shares storage with an input or another
-output, or when an output's size holds a data-dependent (unbacked) symbol.
+of its own, a view of a new such tensor; where autograd recorded an output or its base,
+one recorded too, so that it is not a leaf either). The key also holds whether grad mode
+is on, which decides ``requires_grad``. It runs the operator when an argument or output
+is anything else, when an output shares storage with an input or another output, when
+an output's size holds a data-dependent (unbacked) symbol, or when a trial remake of the
+first run's outputs differs from them in anything a later node can see (:func:`_same`).
 """
 
 from __future__ import annotations
@@ -86,7 +89,7 @@ class _Template:
 
 def _tensor_spec(leaf: Any) -> Tuple[Any, ...]:
     return (tuple(leaf.shape), tuple(leaf.stride()), leaf.storage_offset(), leaf.dtype,
-            leaf.device, leaf.requires_grad)
+            leaf.device, leaf.requires_grad, leaf.is_leaf)
 
 
 def _template(outputs: Any, inputs: Any) -> Optional[_Template]:
@@ -110,34 +113,66 @@ def _template(outputs: Any, inputs: Any) -> Optional[_Template]:
         base = leaf._base
         if base is None and leaf.storage_offset() == 0:
             tensors.append((_tensor_spec(leaf), None))
-        elif base is not None and not leaf.requires_grad and base._base is None \
-                and base.storage_offset() == 0 and not base.requires_grad:
+        elif base is not None and base._base is None and base.storage_offset() == 0:
             tensors.append((_tensor_spec(leaf), _tensor_spec(base)))  # a view of its own
         else:
             return None
     modes = {id(leaf.fake_mode) for leaf in leaves}
     if len(modes) != 1:
         return None
-    return _Template(leaves[0].fake_mode, tensors, spec)
+    made = _Template(leaves[0].fake_mode, tensors, spec)
+    return made if _same(_fresh(made), outputs) else None
+
+
+def _same(made: Any, outputs: Any) -> bool:
+    """Whether remade outputs are the first run's in all a later node can see: the
+    metadata :mod:`.compare` compares, whether each output and its base were recorded
+    by autograd, and each base's own metadata."""
+    import torch.utils._pytree as pytree
+
+    if outputs_difference(made, outputs) is not None:
+        return False
+    for a, b in zip(pytree.tree_leaves(made), pytree.tree_leaves(outputs)):
+        if a.is_leaf != b.is_leaf:
+            return False
+        if a._base is not None and _tensor_spec(a._base) != _tensor_spec(b._base):
+            return False
+    return True
+
+
+def _new(spec: Tuple[Any, ...]) -> Any:
+    """A tensor of its own with ``spec``'s metadata (in the current fake mode): one
+    autograd recorded (a clone) where the spec's was not a leaf."""
+    import torch
+
+    shape, stride, _, dtype, device, requires_grad, is_leaf = spec
+    tensor = torch.empty_strided(shape, stride, dtype=dtype, device=device)
+    if requires_grad:
+        tensor.requires_grad_(True)
+        if not is_leaf:
+            tensor = tensor.clone()
+    return tensor
 
 
 def _fresh(template: _Template) -> Any:
     """New fake tensors like the template's (a view of a new base where it was one)."""
-    import torch
     import torch.utils._pytree as pytree
 
     made = []
     with template.mode:
-        for (shape, stride, offset, dtype, device, requires_grad), base in template.tensors:
+        for spec, base in template.tensors:
             if base is None:
-                tensor = torch.empty_strided(shape, stride, dtype=dtype, device=device)
-                if requires_grad:
-                    tensor.requires_grad_(True)
+                made.append(_new(spec))
             else:
-                own = torch.empty_strided(base[0], base[1], dtype=base[3], device=base[4])
-                tensor = own.as_strided(shape, stride, offset)
-            made.append(tensor)
+                shape, stride, offset = spec[:3]
+                made.append(_new(base).as_strided(shape, stride, offset))
     return pytree.tree_unflatten(made, template.spec)
+
+
+def _grad_mode() -> Tuple[bool, bool]:
+    import torch
+
+    return torch.is_grad_enabled(), torch.is_inference_mode_enabled()
 
 
 def _remembering_fx(original: Callable[..., Any]) -> Callable[..., Any]:
@@ -153,6 +188,8 @@ def _remembering_fx(original: Callable[..., Any]) -> Callable[..., Any]:
         args_data, kwargs_data = pytree.tree_map_only(
             ProxyValue, lambda x: x.data, (args, kwargs))
         key = call_key(target, args_data, kwargs_data)
+        if key is not None:
+            key = (key, _grad_mode())
         template = scope.op_outputs.get(key) if key is not None else None
         if not template:  # not seen, or its outputs could not be remade
             scope.ops_run += 1
