@@ -124,3 +124,91 @@ def test_sizes_divided_by_the_group_are_remade(mode):
     assert graph == graph_off
     assert guards == guards_off
     assert reused > 0
+
+
+def test_a_state_grown_by_unbacked_symbols_the_call_does_not_use_is_the_same_to_it():
+    from torch.utils._sympy.symbol import SymT, make_symbol
+
+    grown = retrace_quant_ops.shape_env.grown_by_other_unbacked
+    s0 = make_symbol(SymT.SIZE, 0, integer=True)
+    u0, u1, u2 = (make_symbol(SymT.UNBACKED_INT, i, integer=True) for i in range(3))
+    before = {"var_to_range": {s0: "[2, 127]", u0: "[0, 127]"}, "replacements": {},
+              "size_like": frozenset({u0}), "unbacked_symint_counter": 1, "guards": ()}
+    after = {"var_to_range": {s0: "[2, 127]", u0: "[0, 127]", u1: "[0, 126]"},
+             "replacements": {u1: u0}, "size_like": frozenset({u0, u1}),
+             "unbacked_symint_counter": 2, "guards": ()}  # what a retrace's item() adds
+    assert grown(before, after, {s0})
+    assert grown(before, after, {s0, u0})  # u0's own entries are as they were
+    assert not grown(before, after, {s0, u1})  # the call uses the new symbol
+    assert not grown(after, before, {s0})  # entries gone
+    for field, value in (("var_to_range", {s0: "[3, 127]", u0: "[0, 127]", u1: "[0, 1]"}),
+                         ("replacements", {u0: s0}),  # an old symbol replaced
+                         ("size_like", frozenset({u0, s0})),
+                         ("unbacked_symint_counter", 0),
+                         ("guards", ("Eq(s0, 4)",))):
+        assert not grown(before, dict(after, **{field: value}), {s0}), field
+    s1 = make_symbol(SymT.SIZE, 1, integer=True)
+    assert not grown(before, dict(after, var_to_range={**after["var_to_range"], s1: "[2, 9]"}),
+                     {s0})  # a new symbol, but not an unbacked one
+    assert not grown(before, dict(after, axioms={}), {s0})  # another field, new
+
+
+def test_a_real_new_unbacked_symbols_asserts_are_not_taken_as_unrelated():
+    from torch.fx.experimental.symbolic_shapes import ShapeEnv
+
+    env_state = retrace_quant_ops.shape_env_state
+    env = ShapeEnv()
+    used = env.create_unbacked_symint()
+    before = env_state(env)
+    other = env.create_unbacked_symint()
+    torch._check(other >= 2)  # a runtime assert and axioms: fields outside the premise
+    assert not retrace_quant_ops.shape_env.grown_by_other_unbacked(
+        before, env_state(env), {used.node.expr})
+
+
+class _LayersAfterItem(torch.nn.Module):
+    """A decoder's shape: before each layer an ``item()`` (its KV cache's position)
+    makes a new unbacked symbol, so the shape environment grows between the layers'
+    alike quantization calls."""
+
+    def forward(self, x: torch.Tensor, pos: torch.Tensor) -> torch.Tensor:
+        ops = torch.ops.torchao
+        for _ in range(3):
+            start = pos.item()
+            torch._check(start >= 0)
+            torch._check(start < x.shape[0])
+            scale, zero = ops.choose_qparams_affine(x, "ASYMMETRIC", [1, 32], torch.int8,
+                                                    -128, 127, 1e-6, torch.float32,
+                                                    torch.int8)
+            q = ops.quantize_affine(x, [1, 32], scale, zero, torch.int8, -128, 127)
+            x = ops.dequantize_affine(q, [1, 32], scale, zero, torch.int8, -128, 127,
+                                      output_dtype=x.dtype)
+            x = x + x.narrow(0, start, 1)
+        return x
+
+
+def _after_item_retraced(mode: str) -> tuple:
+    import torchao.quantization.quant_primitives  # noqa: F401
+
+    program = torch.export.export(_LayersAfterItem(), (torch.randn(4, 64), torch.tensor(1)),
+                                  dynamic_shapes=({0: torch.export.Dim.DYNAMIC}, None),
+                                  strict=False)
+    with memo_module.remembering(mode):
+        retraced = program.run_decompositions({})
+    env = next(node.meta["val"] for node in retraced.graph.nodes
+               if node.op == "placeholder").fake_mode.shape_env
+    return (retraced.graph_module.print_readable(print_output=False),
+            sorted(str(g.expr) for g in env.guards),
+            sorted(str(ra.expr) for ras in env.deferred_runtime_asserts.values()
+                   for ra in ras), memo_module.LAST.reused)
+
+
+@pytest.mark.parametrize("mode", ["on", "verify"])
+def test_calls_after_a_new_unbacked_symbol_are_remembered(mode, monkeypatch):
+    graph_off, guards_off, asserts_off, _ = _after_item_retraced("off")
+    graph, guards, asserts, reused = _after_item_retraced(mode)
+    assert (graph, guards, asserts) == (graph_off, guards_off, asserts_off)
+    monkeypatch.setattr(memo_module, "grown_by_other_unbacked", lambda *args: False)
+    strict = _after_item_retraced(mode)
+    assert strict[:3] == (graph_off, guards_off, asserts_off)
+    assert reused > strict[3]  # the later layers' calls, in a grown state

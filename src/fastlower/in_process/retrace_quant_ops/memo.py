@@ -12,7 +12,10 @@ mode) and by the shape environment's whole state (:mod:`.shape_env`). A later ca
 answered without the decomposition only when
 
 * the key is the same, and the shape environment's state is the one the remembered call
-  ran in (so the real call, a deterministic function of both, would do the same), and
+  ran in, or that one grown only by unbacked symbols the inputs do not mention (a
+  decoder's later layers, after the KV cache's ``item()`` calls; see
+  :func:`.shape_env.grown_by_other_unbacked`), so the real call, a deterministic
+  function of the key and of the state it reads, would do the same, and
 * the remembered call changed nothing in the shape environment (no guard, no deferred
   runtime assert, no new or narrowed symbol, no replacement), and
 * its outputs are fresh fake tensors (no alias of an input or of each other, no view,
@@ -36,7 +39,7 @@ from typing import Any, Callable, Dict, Iterator, Optional
 from ..fake_outputs.quant_ops import call_key
 from ..scoped_patch import ScopedMethodPatch
 from .outputs import Template, remake, template
-from .shape_env import shape_env_state, state_difference
+from .shape_env import grown_by_other_unbacked, shape_env_state, state_difference
 from .targets import runs_torchao_quant_op
 
 __all__ = ["LAST", "PATCH", "RetraceQuantOpsVerificationError", "Memo", "remembering"]
@@ -125,7 +128,8 @@ def _remembering(original: Callable[..., Any]) -> Callable[..., Any]:
         leaves = pytree.tree_leaves((args, kwargs))
         state = _state(self)
         seen = memo.calls.get(key)
-        if seen is not None and seen[0] == state:
+        if seen is not None and (seen[0] == state
+                                 or grown_by_other_unbacked(seen[0], state, _symbols(leaves))):
             memo.reused += 1
             memo.reused_by[func] = memo.reused_by.get(func, 0) + 1
             known = remake(seen[1], self, leaves)
@@ -141,6 +145,20 @@ def _remembering(original: Callable[..., Any]) -> Callable[..., Any]:
         return out
 
     return functools.wraps(original)(_dispatch_impl)
+
+
+def _symbols(leaves: list) -> set:
+    """The symbols the inputs' sizes, strides, offsets and symbolic ints mention."""
+    import torch
+
+    found: set = set()
+    for leaf in leaves:
+        values = ([*leaf.shape, *leaf.stride(), leaf.storage_offset()]
+                  if isinstance(leaf, torch.Tensor) else [leaf])
+        for value in values:
+            if isinstance(value, torch.SymInt):
+                found |= value.node.expr.free_symbols
+    return found
 
 
 def _is_remembered(memo: Memo, func: Any) -> bool:

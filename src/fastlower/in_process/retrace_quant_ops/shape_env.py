@@ -12,7 +12,8 @@ from __future__ import annotations
 from contextlib import contextmanager
 from typing import Any, Dict, Iterator, Set
 
-__all__ = ["shape_env_changes", "shape_env_state", "state_difference"]
+__all__ = ["grown_by_other_unbacked", "shape_env_changes", "shape_env_state",
+           "state_difference"]
 
 _NOT_STATE = frozenset((
     "counter", "log", "specialization_stacks", "_equality_graph", "_unbacked_replacements",
@@ -60,6 +61,58 @@ def state_difference(before: Dict[str, Any], after: Dict[str, Any]) -> Set[str]:
 
 
 _MISSING = object()
+
+# Fields that creating an unbacked symbol (``item()``, a data-dependent size) adds an
+# entry to, keyed by the new symbol: its range, its size-likeness, its replacement by an
+# equal older one (and the renaming recorded for it), and the counter of such symbols.
+_GROWN_BY_NEW_UNBACKED = frozenset((
+    "var_to_range", "size_like", "replacements", "unbacked_renamings",
+    "unbacked_symint_counter"))
+
+
+def grown_by_other_unbacked(before: Dict[str, Any], after: Dict[str, Any],
+                            used: Set[Any]) -> bool:
+    """Whether ``after`` is ``before`` plus only unbacked symbols that are not in
+    ``used``: every field equal but those that creating such a symbol grows, each of
+    them holding all it held, as it held it, and new entries only for unbacked symbols
+    created since (a range in ``after``, none in ``before``) and outside ``used``.
+
+    A computation whose inputs' sizes mention only ``used`` reads, of the shape
+    environment, the ranges, replacements, size-likeness, guards and runtime asserts of
+    ``used`` (and of the older symbols those are replaced by, whose entries are
+    unchanged): all of it as in ``before``. So it takes the same path and gives the same
+    results in both."""
+    from torch.utils._sympy.symbol import SymT, symbol_is_type
+
+    ranges_before, ranges_after = before.get("var_to_range"), after.get("var_to_range")
+    if not isinstance(ranges_before, dict) or not isinstance(ranges_after, dict):
+        return False
+    created = ranges_after.keys() - ranges_before.keys()  # each symbol gets a range
+
+    def new(symbol: Any) -> bool:
+        return (symbol in created and symbol not in used
+                and symbol_is_type(symbol, SymT.UNBACKED_INT))
+
+    for name in set(before) | set(after):
+        old, now = before.get(name, _MISSING), after.get(name, _MISSING)
+        if old == now:
+            continue
+        if name not in _GROWN_BY_NEW_UNBACKED or old is _MISSING or now is _MISSING:
+            return False
+        if isinstance(old, int) and isinstance(now, int):
+            if now < old:
+                return False
+        elif isinstance(old, dict) and isinstance(now, dict):
+            if any(key not in now or now[key] != value for key, value in old.items()):
+                return False
+            if not all(new(key) for key in now.keys() - old.keys()):
+                return False
+        elif isinstance(old, frozenset) and isinstance(now, frozenset):
+            if not old <= now or not all(new(symbol) for symbol in now - old):
+                return False
+        else:
+            return False
+    return True
 
 
 @contextmanager
