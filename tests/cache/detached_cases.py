@@ -172,5 +172,43 @@ def tqdm_waiter_kept_out(folder: Path) -> None:
     assert state["parent_back_when_acquired"] is True, state
 
 
+def preprocess_results_held(folder: Path) -> None:
+    """Results of at least ``HOLD_MIN_BYTES`` are stored by one child after the batch; the
+    next lookup of one of their keys waits for it and hits; the entries are the results."""
+    import fastlower
+    import fastlower.preprocess as pp
+    from fastlower.preprocess import stored_later
+    from tests.preprocess.helpers import LinearPartitioner, edge_blocks, fingerprint
+
+    detached.DETACH_MIN_BYTES = stored_later.HOLD_MIN_BYTES = 0
+    parent, real_put = os.getpid(), stored_later.PreprocessCache.put
+
+    def slow_in_a_child(self, *args, **kwargs):  # so that the next lookup must wait
+        if os.getpid() != parent:
+            time.sleep(1.0)
+        return real_put(self, *args, **kwargs)
+
+    stored_later.PreprocessCache.put = slow_in_a_child  # inherited by the child
+    with pp.options(workers=1, cache_dir=folder):
+        cold = fastlower.to_backend(edge_blocks(3), LinearPartitioner())
+        (child,) = _forks()
+        assert child != os.getpid()
+        assert any(line.startswith("storing preprocess:") for line in _LOG.lines), _LOG.lines
+        assert detached.pending()  # still storing, or done but not reaped yet
+        warm = fastlower.to_backend(edge_blocks(3), LinearPartitioner())
+        assert fastlower.last_report().cache_hits == {"PreprocessTestEchoBackend": 3}
+        assert not detached.pending()  # the lookup waited for it
+    assert fingerprint(warm) == fingerprint(cold)
+    try:  # reaped by the lookup that waited for it
+        os.waitpid(child, os.WNOHANG)
+        raise AssertionError(f"child {child} was not reaped")
+    except ChildProcessError:
+        pass
+    stored_later.HOLD_MIN_BYTES = 1 << 40  # none held: stored inline, no child
+    with pp.options(workers=1, cache_dir=folder / "inline"):
+        fastlower.to_backend(edge_blocks(3), LinearPartitioner())
+    assert len(_forks()) == 1
+
+
 if __name__ == "__main__":
     globals()[sys.argv[1]](Path(sys.argv[2]))

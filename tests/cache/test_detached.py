@@ -32,6 +32,7 @@ pytestmark = pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
     pytest.param("small_or_threaded_inline", marks=pytest.mark.slow),
     "hung_child_killed",  # a hung child is killed at the deadline, never waited for forever
     "failing_child_harmless",  # a child that fails leaves no entry and the caller unharmed
+    "preprocess_results_held",  # large preprocess results: stored by a child after the batch
     # the child does not release the tqdm lock the parent holds
     pytest.param("tqdm_waiter_kept_out", marks=pytest.mark.slow),
 ])

@@ -38,6 +38,9 @@ log = logging.getLogger("fastlower.cache")
 
 DETACH_MIN_BYTES = 32 << 20
 EXIT_TIMEOUT = 600.0
+# a child's CPU priority below its caller's: it runs on cores the caller leaves idle
+# (its single-threaded steps after a lowering), not in the caller's way on the others
+CHILD_NICENESS = 19
 
 _LOCK = threading.Lock()
 _PENDING: Dict[str, int] = {}  # cache key -> pid of the child storing it
@@ -90,6 +93,7 @@ def _run_child(key: str, store: Callable[[], None]) -> None:
         import torch
 
         torch.set_num_threads(1)  # the caller goes on with the other core(s)
+        os.nice(CHILD_NICENESS)  # and comes first on them: this is background work
         start = time.perf_counter()
         store()
         log.debug("stored %s in %.2fs (process %d)", key, time.perf_counter() - start, os.getpid())

@@ -129,6 +129,7 @@ class PreprocessCache:
     def __init__(self, directory: Path, size_limit: int, key_file: Optional[Path] = None):
         self.folder = open_folder(Path(directory), size_limit, key_file)
         self.directory, self.store = self.folder.directory, self.folder.store
+        self.size_limit, self.key_file = size_limit, key_file  # to open it again
         self.read_only = self.folder.read_only
         self.damaged: List[str] = []
         self.write_errors: List[str] = []

@@ -41,6 +41,7 @@ from .keys import TensorDigests, cache_key
 from .progress import partition_bar
 from .configuration import ResolvedOptions, resolve
 from ..report.model import classes_text
+from .stored_later import Held, wait_for
 from .structure.classes import ClassPlan
 
 
@@ -143,6 +144,7 @@ def preprocess_partitions(jobs: Sequence[PreprocessJob], report) -> List[Preproc
     seconds: List[float] = [0.0] * len(jobs)
     hit: List[Optional[bool]] = [None] * len(jobs)
     cache = _open_cache(opts)
+    held = Held(cache) if cache is not None else None
     keys: Dict[int, str] = {}
     cached: Dict[int, PreprocessResult] = {}
     try:
@@ -154,6 +156,7 @@ def preprocess_partitions(jobs: Sequence[PreprocessJob], report) -> List[Preproc
                     keys[job.index] = cache_key(job, digests)
             report.cache_key_seconds += time.perf_counter() - start
             for index, key in keys.items():
+                wait_for(key)  # a child of this process may be storing it
                 found = cache.get(key)
                 if found is not None:
                     cached[index] = found
@@ -169,8 +172,8 @@ def preprocess_partitions(jobs: Sequence[PreprocessJob], report) -> List[Preproc
                         f"preprocess (key {keys[i]}, cache {opts.cache_dir}); the backend is not "
                         "deterministic or its key misses an input")
                 result = cached[i]
-            elif cache is not None and i in keys:
-                cache.put(keys[i], result)
+            elif held is not None and i in keys:
+                held.put(keys[i], result)
             results[i] = result
             hit[i] = (i in cached) if i in keys else None
             bar.update(1)
@@ -189,8 +192,8 @@ def preprocess_partitions(jobs: Sequence[PreprocessJob], report) -> List[Preproc
             derived, rerun = plan.resolve(real)
             for index, result in derived.items():
                 results[index], hit[index] = result, (False if index in keys else None)
-                if cache is not None and index in keys:
-                    cache.put(keys[index], result, made="derived")
+                if held is not None and index in keys:
+                    held.put(keys[index], result, made="derived")
                 bar.update(1)
             _run_jobs(rerun, opts, done, report)
         counts = plan.stats.as_dict()
@@ -199,6 +202,7 @@ def preprocess_partitions(jobs: Sequence[PreprocessJob], report) -> List[Preproc
             logging.getLogger("fastlower.base.phases").info("%s", classes_text(counts))
     finally:
         if cache is not None:
+            cast(Held, held).store()  # what was held for after the batch
             if cache.damaged:
                 tell_once(cache.directory, "damaged",
                           f"fastlower: {len(cache.damaged)} damaged preprocess cache entr"
