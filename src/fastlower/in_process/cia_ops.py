@@ -125,7 +125,7 @@ def skipped() -> int:
 def materialized_once() -> Iterator[None]:
     """Inside the block, in this thread or task, a materialization that would change nothing
     is skipped (see the module); nested blocks are fine."""
-    mode = settings.cia_ops()
+    mode = settings.choice(settings.CIA_OPS)
     if mode == "each":
         yield
         return

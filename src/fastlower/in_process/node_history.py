@@ -64,7 +64,7 @@ uninstall = _PATCH.uninstall
 def shared_history() -> Iterator[None]:
     """Inside the block, in this thread or task, ``NodeSource(node)`` shares ``node``'s
     history (see the module); nested blocks are fine."""
-    if settings.node_history() != "share":
+    if settings.choice(settings.NODE_HISTORY) != "share":
         yield
         return
     with _PATCH.active(_SHARING, True):

@@ -37,5 +37,5 @@ def lowering_step() -> Iterator[None]:
     from .. import settings
 
     with frozen_heap(), shared_history(), known_outputs(), skipped_when_absent(), \
-            remembering(settings.retrace_quant_ops()), materialized_once():
+            remembering(settings.choice(settings.RETRACE_QUANT_OPS)), materialized_once():
         yield

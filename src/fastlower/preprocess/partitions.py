@@ -26,7 +26,7 @@ import threading
 import time
 import warnings
 from concurrent.futures import Executor
-from typing import Callable, Dict, List, Optional, Sequence, Set, cast
+from typing import Callable, Dict, List, Optional, Sequence, Set, Tuple, cast
 
 from executorch.exir.backend.backend_details import PreprocessResult
 
@@ -137,6 +137,27 @@ def _run_jobs(jobs: Sequence[PreprocessJob], opts: ResolvedOptions,
     run_serial(serial, done, failure)
 
 
+def _look_up(jobs: Sequence[PreprocessJob], cache: Optional[PreprocessCache], report
+              ) -> Tuple[Dict[int, str], Dict[int, PreprocessResult]]:
+    """Each cacheable job's key and the results the cache holds, by job index."""
+    keys: Dict[int, str] = {}
+    cached: Dict[int, PreprocessResult] = {}
+    if cache is None:
+        return keys, cached
+    start = time.perf_counter()
+    digests: TensorDigests = {}
+    for job in jobs:
+        if job.parallel_ok:
+            keys[job.index] = cache_key(job, digests)
+    report.cache_key_seconds += time.perf_counter() - start
+    for index, key in keys.items():
+        wait_for(key)  # a child of this process may be storing it
+        found = cache.get(key)
+        if found is not None:
+            cached[index] = found
+    return keys, cached
+
+
 def preprocess_partitions(jobs: Sequence[PreprocessJob], report) -> List[PreprocessResult]:
     """Each job's ``PreprocessResult``, in the jobs' order (``job.index`` = position)."""
     opts = resolve()
@@ -145,21 +166,8 @@ def preprocess_partitions(jobs: Sequence[PreprocessJob], report) -> List[Preproc
     hit: List[Optional[bool]] = [None] * len(jobs)
     cache = _open_cache(opts)
     held = Held(cache) if cache is not None else None
-    keys: Dict[int, str] = {}
-    cached: Dict[int, PreprocessResult] = {}
     try:
-        if cache is not None:
-            start = time.perf_counter()
-            digests: TensorDigests = {}
-            for job in jobs:
-                if job.parallel_ok:
-                    keys[job.index] = cache_key(job, digests)
-            report.cache_key_seconds += time.perf_counter() - start
-            for index, key in keys.items():
-                wait_for(key)  # a child of this process may be storing it
-                found = cache.get(key)
-                if found is not None:
-                    cached[index] = found
+        keys, cached = _look_up(jobs, cache, report)
         to_run = [j for j in jobs if j.index not in cached or opts.verify]
 
         def done(job: PreprocessJob, result: PreprocessResult, took: float) -> None:

@@ -33,7 +33,7 @@ def gen_edge_manager_for_partitioners(*args: Any, **kwargs: Any) -> Any:
     """ExecuTorch's ``_gen_edge_manager_for_partitioners`` (same arguments: partitioners
     and ATen programs by method, the compile config, constant methods, whether to make
     an ETRecord; same result)."""
-    mode = settings.edge_retraces()
+    mode = settings.choice(settings.EDGE_RETRACES)
     if mode == "all":
         return dispatch.reference_of("_gen_edge_manager_for_partitioners")(*args, **kwargs)
     return skipping(*args, verify=(mode == "verify"), **kwargs)
