@@ -102,18 +102,24 @@ class _GroupedOnSymbolicDim(torch.nn.Module):
         return x
 
 
+def _retrace(program: torch.export.ExportedProgram, mode: str) -> tuple:
+    """``program`` retraced by ``run_decompositions`` with the memo in ``mode``: the
+    retrace's readable graph and its shape environment."""
+    with memo_module.remembering(mode):
+        retraced = program.run_decompositions({})
+    env = next(node.meta["val"] for node in retraced.graph.nodes
+               if node.op == "placeholder").fake_mode.shape_env
+    return retraced.graph_module.print_readable(print_output=False), env
+
+
 def _grouped_retraced(mode: str) -> tuple:
     import torchao.quantization.quant_primitives  # noqa: F401
 
     program = torch.export.export(_GroupedOnSymbolicDim(), (torch.randn(4, 64),),
                                   dynamic_shapes=({1: torch.export.Dim.DYNAMIC},),
                                   strict=False)
-    with memo_module.remembering(mode):
-        retraced = program.run_decompositions({})
-    env = next(node.meta["val"] for node in retraced.graph.nodes
-               if node.op == "placeholder").fake_mode.shape_env
-    return (retraced.graph_module.print_readable(print_output=False),
-            [str(g.expr) for g in env.guards], memo_module.LAST.reused)
+    graph, env = _retrace(program, mode)
+    return graph, [str(g.expr) for g in env.guards], memo_module.LAST.reused
 
 
 @pytest.mark.parametrize("mode", ["on", "verify"])
@@ -193,12 +199,8 @@ def _after_item_retraced(mode: str) -> tuple:
     program = torch.export.export(_LayersAfterItem(), (torch.randn(4, 64), torch.tensor(1)),
                                   dynamic_shapes=({0: torch.export.Dim.DYNAMIC}, None),
                                   strict=False)
-    with memo_module.remembering(mode):
-        retraced = program.run_decompositions({})
-    env = next(node.meta["val"] for node in retraced.graph.nodes
-               if node.op == "placeholder").fake_mode.shape_env
-    return (retraced.graph_module.print_readable(print_output=False),
-            sorted(str(g.expr) for g in env.guards),
+    graph, env = _retrace(program, mode)
+    return (graph, sorted(str(g.expr) for g in env.guards),
             sorted(str(ra.expr) for ras in env.deferred_runtime_asserts.values()
                    for ra in ras), memo_module.LAST.reused)
 
