@@ -52,7 +52,6 @@ variable                        type    default meaning
 ``FASTLOWER_HEAP_FREEZE``       bool    true    freeze the heap for the collector per lowering
 ``FASTLOWER_RETRACE_QUANT_OPS`` choice  on      quant ops' fake dispatch remembered: on/off/verify
 ``FASTLOWER_CIA_OPS``           choice  once    torch's CIA operator table: once/each/verify
-``FASTLOWER_LAZY_GRAPH_CODE``   bool    true    preprocess: a GraphModule's code made when read
 =============================== ======= ======= =============================================
 
 (The test suites' own switches, ``FASTLOWER_CONFORMANCE_IMPL``, ``FASTLOWER_FUZZ_*``,
@@ -76,9 +75,9 @@ __all__ = [
     "cache_base_dirs", "CACHE_BASE_DIR",
     "start_method",
     "lowering_cache", "native_partitioners", "validate_all", "force_python",
-    "allow_untested_versions", "ALLOW_UNTESTED_VERSIONS", "choice", "flag", "EDGE_RETRACES",
+    "allow_untested_versions", "ALLOW_UNTESTED_VERSIONS", "choice", "EDGE_RETRACES",
     "preprocess_classes", "PREPROCESS_CLASSES", "NODE_HISTORY", "FAKE_OUTPUTS", "heap_freeze",
-    "HEAP_FREEZE", "RETRACE_QUANT_OPS", "CIA_OPS", "LAZY_GRAPH_CODE",
+    "HEAP_FREEZE", "RETRACE_QUANT_OPS", "CIA_OPS",
     "shared_cache", "shared_cache_endpoint", "shared_cache_timeout", "SHARED_CACHE",
     "SHARED_CACHE_ENDPOINT", "SHARED_CACHE_TIMEOUT",
     "WORKERS", "CACHE_DIR", "CACHE_SIZE", "CACHE_VERIFY", "CACHE_KEY_FILE", "PROGRESS",
@@ -108,7 +107,6 @@ FAKE_OUTPUTS = "FASTLOWER_FAKE_OUTPUTS"
 HEAP_FREEZE = "FASTLOWER_HEAP_FREEZE"
 RETRACE_QUANT_OPS = "FASTLOWER_RETRACE_QUANT_OPS"
 CIA_OPS = "FASTLOWER_CIA_OPS"
-LAZY_GRAPH_CODE = "FASTLOWER_LAZY_GRAPH_CODE"
 SHARED_CACHE = "FASTLOWER_SHARED_CACHE"
 SHARED_CACHE_ENDPOINT = "FASTLOWER_SHARED_CACHE_ENDPOINT"
 SHARED_CACHE_TIMEOUT = "FASTLOWER_SHARED_CACHE_TIMEOUT"
@@ -212,9 +210,6 @@ VARIABLES: Dict[str, Variable] = {v.name: v for v in (
              "materialized into torch.ops once while nothing they depend on changed (once), "
              "once per namespace (each: torch's way), or verify (each skipped walk run and "
              "checked to change nothing)", choices=CIA_OPS_MODES),
-    Variable(LAZY_GRAPH_CODE, "bool", True, "inside a backend's preprocess, a new "
-             "GraphModule generates its Python code when first read or called "
-             "(torch's _LazyGraphModule), not each time it is made or recompiled"),
 )}
 
 
@@ -367,11 +362,6 @@ def choice(name: str) -> str:
     switches ``FASTLOWER_EDGE_RETRACES``, ``_NODE_HISTORY``, ``_FAKE_OUTPUTS``,
     ``_RETRACE_QUANT_OPS``, ``_CIA_OPS``..."""
     return cast(str, get(name))
-
-
-def flag(name: str) -> bool:
-    """A ``bool`` variable's value, or its default (``FASTLOWER_LAZY_GRAPH_CODE``...)."""
-    return bool(get(name))
 
 
 def heap_freeze() -> bool:

@@ -107,12 +107,8 @@ def call_preprocess(job: PreprocessJob) -> Tuple[PreprocessResult, float]:
     partitions one after another, so it copies too, or a backend mutating a
     tensor in place would change what the worker's next partition sees.
     """
-    from .. import settings
-    from ..in_process.lazy_graph_code import lazy_code
-
     start = time.perf_counter()
-    with lazy_code(settings.flag(settings.LAZY_GRAPH_CODE)):  # code nothing reads is not generated
-        # XNNPACK's passes loop deep in the stack: with room, no loop crosses a chunk
-        result = with_stack_room(job.backend.preprocess, private_copy(job, job.program),
-                                 job.compile_specs)
+    # XNNPACK's passes loop deep in the stack: with room, no loop crosses a chunk
+    result = with_stack_room(job.backend.preprocess, private_copy(job, job.program),
+                             job.compile_specs)
     return result, time.perf_counter() - start
