@@ -86,6 +86,31 @@ def test_a_changed_shape_environment_is_a_miss():
 
 
 
+def test_a_snapshot_keeps_the_state_it_was_taken_in():
+    """Flat fields are copied whole, fields holding containers item by item; either way
+    a later change, in place or of an item, does not reach the snapshot."""
+    import types
+
+    env = types.SimpleNamespace(
+        var_to_range={"s0": "[2, 9]"}, var_to_sources={"s0": ["L['x'].size()[0]"]},
+        tracked_fakes=["a", ["b"]], size_like={"u0"}, counter={"calls": 1},
+        guards=[types.SimpleNamespace(expr="Eq(s0, 4)", sloc="here")])
+    before = retrace_quant_ops.shape_env_state(env)
+    assert before == {"var_to_range": {"s0": "[2, 9]"},
+                      "var_to_sources": {"s0": ("L['x'].size()[0]",)},
+                      "tracked_fakes": ("a", ("b",)), "size_like": frozenset({"u0"}),
+                      "guards": ("Eq(s0, 4)",)}  # counter: statistics, not state
+    env.var_to_range["s0"] = "[3, 9]"
+    env.var_to_sources["s0"].append("L['y'].size()[0]")
+    env.tracked_fakes[1].append("c")
+    env.size_like.add("u1")
+    env.guards.append(types.SimpleNamespace(expr="Ne(s0, 5)", sloc="there"))
+    after = retrace_quant_ops.shape_env_state(env)
+    assert retrace_quant_ops.state_difference(before, after) == {
+        "var_to_range", "var_to_sources", "tracked_fakes", "size_like", "guards"}
+
+
+
 class _GroupedOnSymbolicDim(torch.nn.Module):
     """Groups of 32 along a symbolic dimension: export's calls add guards
     (``Eq(Mod(s, 32), 0)`` ...); the retrace's, in the same shape environment, add none,
@@ -214,3 +239,23 @@ def test_calls_after_a_new_unbacked_symbol_are_remembered(mode, monkeypatch):
     strict = _after_item_retraced(mode)
     assert strict[:3] == (graph_off, guards_off, asserts_off)
     assert reused > strict[3]  # the later layers' calls, in a grown state
+
+
+def test_each_layer_is_compared_with_the_layer_before(monkeypatch):
+    """An answer in a grown state replaces the remembered state: layer 3's call reads
+    what grew since layer 2's, not since layer 1's (the comparison would grow with the
+    depth)."""
+    compared = []
+    grown = memo_module.grown_by_other_unbacked
+
+    def recording(before, after, used):
+        accepted = grown(before, after, used)
+        if accepted:
+            compared.append(before)  # kept alive: identities stay distinct
+        return accepted
+
+    monkeypatch.setattr(memo_module, "grown_by_other_unbacked", recording)
+    graph_off = _after_item_retraced("off")[:3]
+    assert _after_item_retraced("on")[:3] == graph_off
+    assert len(compared) >= 2
+    assert len({id(before) for before in compared}) == len(compared)

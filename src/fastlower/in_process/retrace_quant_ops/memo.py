@@ -15,7 +15,10 @@ answered without the decomposition only when
   ran in, or that one grown only by unbacked symbols the inputs do not mention (a
   decoder's later layers, after the KV cache's ``item()`` calls; see
   :func:`.shape_env.grown_by_other_unbacked`), so the real call, a deterministic
-  function of the key and of the state it reads, would do the same, and
+  function of the key and of the state it reads, would do the same. The state so
+  answered in replaces the remembered one: growth from it is growth from the first
+  (its old entries unchanged, its new ones unbacked, unused symbols created since
+  either), and the next comparison reads one layer's growth, not all of them; and
 * the remembered call changed nothing in the shape environment (no guard, no deferred
   runtime assert, no new or narrowed symbol, no replacement), and
 * its outputs are fresh fake tensors (no alias of an input or of each other, no view,
@@ -128,8 +131,12 @@ def _remembering(original: Callable[..., Any]) -> Callable[..., Any]:
         leaves = pytree.tree_leaves((args, kwargs))
         state = _state(self)
         seen = memo.calls.get(key)
-        if seen is not None and (seen[0] == state
-                                 or grown_by_other_unbacked(seen[0], state, _symbols(leaves))):
+        if seen is not None and seen[0] != state:
+            if not grown_by_other_unbacked(seen[0], state, _symbols(leaves)):
+                seen = None
+            else:  # the next call compares with this state: what grew since (see above)
+                memo.calls[key] = (state, seen[1])
+        if seen is not None:
             memo.reused += 1
             memo.reused_by[func] = memo.reused_by.get(func, 0) + 1
             known = remake(seen[1], self, leaves)
@@ -138,7 +145,7 @@ def _remembering(original: Callable[..., Any]) -> Callable[..., Any]:
             return _verified(self, original, (func, types, args, kwargs), leaves, known, state)
         memo.run += 1
         out = original(self, func, types, args, kwargs)
-        if key not in memo.calls or seen is not None:
+        if key not in memo.calls or memo.calls[key] is not None:
             found: Optional[Template] = template(out, leaves)
             unchanged = found is not None and not state_difference(state, _state(self))
             memo.calls[key] = (state, found) if unchanged else None

@@ -9,8 +9,9 @@ entries change no result), and debugging records (source locations, stacks).
 
 from __future__ import annotations
 
+import operator
 from contextlib import contextmanager
-from typing import Any, Dict, Iterator, Set
+from typing import Any, Dict, Iterable, Iterator, Set
 
 __all__ = ["grown_by_other_unbacked", "shape_env_changes", "shape_env_state",
            "state_difference"]
@@ -22,26 +23,42 @@ _NOT_STATE = frozenset((
     "_expr_sym_node_id"))
 
 
+_CONTAINERS = (list, tuple, set, frozenset, dict)
+_EXPR = operator.attrgetter("expr")
+
+
 def _inner(value: Any) -> Any:
-    if isinstance(value, (list, tuple)):
+    kind = type(value)
+    if issubclass(kind, (list, tuple)):
         return tuple(value)
-    if isinstance(value, (set, frozenset)):
+    if issubclass(kind, (set, frozenset)):
         return frozenset(value)
-    if isinstance(value, dict):
+    if issubclass(kind, dict):
         return tuple(value.items())
     return value
 
 
+def _flat(items: Iterable[Any]) -> bool:
+    """Whether :func:`_inner` would return every item as it is (no container among
+    them), judged per distinct type: a C-speed pass, where converting is a Python call
+    per item. The state grows with the layers and is read at every call."""
+    return not any(issubclass(kind, _CONTAINERS) for kind in set(map(type, items)))
+
+
 def _field(name: str, value: Any) -> Any:
     if name == "guards":
-        return tuple(guard.expr for guard in value)
+        return tuple(map(_EXPR, value))
     if name == "deferred_runtime_asserts":
-        return {symbol: tuple(ra.expr for ra in ras) for symbol, ras in value.items()}
+        return {symbol: tuple(map(_EXPR, ras)) for symbol, ras in value.items()}
     if name == "name_to_node":
         return frozenset(value)
     if isinstance(value, dict):
+        if _flat(value.values()):
+            return dict(value)  # what the conversion below gives when nothing converts
         return {key: _inner(item) for key, item in value.items()}
     if isinstance(value, (list, tuple)):
+        if _flat(value):
+            return tuple(value)
         return tuple(_inner(item) for item in value)
     if isinstance(value, (set, frozenset)):
         return frozenset(value)
@@ -88,10 +105,8 @@ def grown_by_other_unbacked(before: Dict[str, Any], after: Dict[str, Any],
     if not isinstance(ranges_before, dict) or not isinstance(ranges_after, dict):
         return False
     created = ranges_after.keys() - ranges_before.keys()  # each symbol gets a range
-
-    def new(symbol: Any) -> bool:
-        return (symbol in created and symbol not in used
-                and symbol_is_type(symbol, SymT.UNBACKED_INT))
+    # the symbols a grown field may have new entries for
+    new = {symbol for symbol in created - used if symbol_is_type(symbol, SymT.UNBACKED_INT)}
 
     for name in set(before) | set(after):
         old, now = before.get(name, _MISSING), after.get(name, _MISSING)
@@ -103,12 +118,12 @@ def grown_by_other_unbacked(before: Dict[str, Any], after: Dict[str, Any],
             if now < old:
                 return False
         elif isinstance(old, dict) and isinstance(now, dict):
-            if any(key not in now or now[key] != value for key, value in old.items()):
+            if not old.items() <= now.items():  # every old entry kept, unchanged
                 return False
-            if not all(new(key) for key in now.keys() - old.keys()):
+            if not now.keys() - old.keys() <= new:
                 return False
         elif isinstance(old, frozenset) and isinstance(now, frozenset):
-            if not old <= now or not all(new(symbol) for symbol in now - old):
+            if not old <= now or not now - old <= new:
                 return False
         else:
             return False
