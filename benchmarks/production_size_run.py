@@ -1,7 +1,8 @@
 """ExecuTorch's ``export_llm`` at Llama-3.2-1B's shape, reference against fastlower, each run
 a new process: where the whole process's time goes, not only the lowering's (issue 50).
 
-``python benchmarks/production_size_run.py OUT.json WORK [--layers 2] [--runs SPEC]``
+``python benchmarks/production_size_run.py OUT.json WORK [--layers 2] [--runs SPEC]
+[--shape llama3.2-1b|d256]``
 
 ``--runs`` lists the runs in order, comma-separated: ``reference`` (ExecuTorch),
 ``cold`` (fastlower, ``WORK/cache`` emptied first), ``rerun`` (fastlower, the
@@ -26,7 +27,9 @@ from typing import Dict, List
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from tests.pipeline.export_llm import LLAMA32_1B, run_export  # noqa: E402
+from tests.pipeline.export_llm import DEEP, LLAMA32_1B, run_export  # noqa: E402
+
+SHAPES = {"llama3.2-1b": LLAMA32_1B, "d256": DEEP}
 
 STAGES = ("load_model", "source_transform", "torch_export", "to_edge_transform_and_lower",
           "to_executorch", "save_to_pte")
@@ -41,6 +44,12 @@ def stage_seconds(calls: List[list]) -> Dict[str, float]:
     return out
 
 
+def edge_stage_seconds(calls: List[list]) -> float:
+    """From ``to_edge_transform_and_lower``'s start to its first ``to_backend``'s."""
+    start = min(begin for name, begin, _ in calls if name == "to_edge_transform_and_lower")
+    return min(begin for name, begin, _ in calls if name == "to_backend") - start
+
+
 def one_run(kind: str, config, work: Path, workers: int) -> dict:
     impl = "reference" if kind.startswith("reference") else "fastlower"
     if kind == "cold":  # an empty cache folder, whatever ran before
@@ -52,6 +61,7 @@ def one_run(kind: str, config, work: Path, workers: int) -> dict:
     record.pop("memory_timeline")
     record["kind"] = kind
     record["stages"] = stage_seconds(run.calls)
+    record["edge_stage_seconds"] = edge_stage_seconds(run.calls) if run.ok else None
     record["stages_cpu"] = {}
     for (name, _, _), cpu in zip(run.calls, run.calls_cpu_seconds):
         if name in STAGES:
@@ -59,7 +69,8 @@ def one_run(kind: str, config, work: Path, workers: int) -> dict:
     if not run.ok:
         print(run.log[-3000:], file=sys.stderr)
     print(f"{kind}: rc {run.returncode} process {run.process_seconds:.1f} s, window "
-          f"{run.window_seconds:.1f} s, lowering cache {run.lowering_cache}, peak RSS "
+          f"{run.window_seconds:.1f} s (edge stage {record['edge_stage_seconds'] or 0:.1f} s),"
+          f" lowering cache {run.lowering_cache}, peak RSS "
           f"{run.peak_rss_bytes / 2**20:,.0f} MiB, tree PSS {run.tree_peak_pss_bytes / 2**20:,.0f}"
           f" MiB, pte {run.pte_sha256[:12]} ({run.pte_bytes:,} B); stages "
           + ", ".join(f"{k} {v:.1f} (cpu {record['stages_cpu'].get(k, 0):.1f})"
@@ -74,9 +85,10 @@ def main() -> None:
     parser.add_argument("--layers", type=int, default=2)
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--runs", default="reference,cold,rerun")
+    parser.add_argument("--shape", choices=sorted(SHAPES), default="llama3.2-1b")
     args = parser.parse_args()
-    config = dataclasses.replace(LLAMA32_1B, n_layers=args.layers,
-                                 name=f"llama3.2-1b-{args.layers}l-8da4w")
+    config = dataclasses.replace(SHAPES[args.shape], n_layers=args.layers,
+                                 name=f"{args.shape}-{args.layers}l-8da4w")
     args.work.mkdir(parents=True, exist_ok=True)
     results = []
     for kind in args.runs.split(","):
