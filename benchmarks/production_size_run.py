@@ -2,7 +2,7 @@
 a new process: where the whole process's time goes, not only the lowering's (issue 50).
 
 ``python benchmarks/production_size_run.py OUT.json WORK [--layers 2] [--runs SPEC]
-[--shape llama3.2-1b|d256]``
+[--shape llama3.2-1b|d256|stories110m]``
 
 ``--runs`` lists the runs in order, comma-separated: ``reference`` (ExecuTorch),
 ``cold`` (fastlower, ``WORK/cache`` emptied first), ``rerun`` (fastlower, the
@@ -27,9 +27,9 @@ from typing import Dict, List
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from tests.pipeline.export_llm import DEEP, LLAMA32_1B, run_export  # noqa: E402
+from tests.pipeline.export_llm import DEEP, LLAMA32_1B, STORIES110M, run_export  # noqa: E402
 
-SHAPES = {"llama3.2-1b": LLAMA32_1B, "d256": DEEP}
+SHAPES = {"llama3.2-1b": LLAMA32_1B, "d256": DEEP, "stories110m": STORIES110M}
 
 STAGES = ("load_model", "source_transform", "torch_export", "to_edge_transform_and_lower",
           "to_executorch", "save_to_pte")
