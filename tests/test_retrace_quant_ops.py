@@ -85,7 +85,6 @@ def test_a_changed_shape_environment_is_a_miss():
     assert not retrace_quant_ops.state_difference(after, env_state(env))
 
 
-
 def test_a_snapshot_keeps_the_state_it_was_taken_in():
     """Flat fields are copied whole, fields holding containers item by item; either way
     a later change, in place or of an item, does not reach the snapshot."""
@@ -108,7 +107,6 @@ def test_a_snapshot_keeps_the_state_it_was_taken_in():
     after = retrace_quant_ops.shape_env_state(env)
     assert retrace_quant_ops.state_difference(before, after) == {
         "var_to_range", "var_to_sources", "tracked_fakes", "size_like", "guards"}
-
 
 
 class _GroupedOnSymbolicDim(torch.nn.Module):
