@@ -11,7 +11,7 @@
 // fastlower/_core_loader.py refuses an extension built for another interface
 // (a stale build left in site-packages) and falls back to the Python twin.
 #ifndef FASTLOWER_CORE_INTERFACE
-#define FASTLOWER_CORE_INTERFACE 11
+#define FASTLOWER_CORE_INTERFACE 12
 #endif
 
 #define FASTLOWER_STR2(x) #x

@@ -17,5 +17,6 @@ void register_namespace(py::module_ &m);
 void register_fusion(py::module_ &m);
 void register_partition(py::module_ &m);
 void register_meta_watch(py::module_ &m);
+void register_hqq(py::module_ &m);
 
 }  // namespace fastlower

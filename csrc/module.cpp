@@ -11,4 +11,5 @@ PYBIND11_MODULE(_core, m) {
     fastlower::register_fusion(m);
     fastlower::register_partition(m);
     fastlower::register_meta_watch(m);
+    fastlower::register_hqq(m);
 }

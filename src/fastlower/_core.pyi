@@ -1,4 +1,4 @@
-"""Types of the native core ``fastlower._core`` (csrc/, pybind11), interface 11.
+"""Types of the native core ``fastlower._core`` (csrc/, pybind11), interface 12.
 
 Each function and class has a pure-Python twin in ``fastlower.core.twin`` with the same
 signature and results; the integer arrays are node ids, op codes and tag ids of the
@@ -195,3 +195,26 @@ class MetaWatch:
         """False if anything get_source_partitions reads may have changed since."""
 
     def __len__(self) -> int: ...
+
+# -- hqq: torchao's scale-only HQQ over float32 buffers (twin: fastlower.core.twin.hqq) ------
+
+def hqq_init_scale(w: Any, group: int, qabs: float, eps: float, scale: Any,
+                   threads: int) -> None:
+    """scale[r, g] = max |w| over group g of row r / qabs, at least eps."""
+
+def hqq_step(w: Any, group: int, qmin: float, qmax: float, eps: float, scale: Any,
+             threads: int) -> float:
+    """One HQQ iteration on scale in place; the largest relative change (NaN wins)."""
+
+def hqq_quantize(w: Any, group: int, qmin: float, qmax: float, scale: Any, q: Any,
+                 threads: int) -> None:
+    """q = clamp(round(w / scale), qmin, qmax) as int32."""
+
+def hqq_ordered_sum(x: Any) -> float:
+    """torch's CPU float32 sum of x (8 to 4096 values, a multiple of 8), in its order."""
+
+def hqq_uses_avx2() -> bool:
+    """Whether the AVX2 build of the kernels runs."""
+
+def hqq_force_portable(on: bool) -> None:
+    """Run the portable build of the kernels (tests); both give the same bits."""

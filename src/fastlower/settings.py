@@ -107,6 +107,7 @@ FAKE_OUTPUTS = "FASTLOWER_FAKE_OUTPUTS"
 HEAP_FREEZE = "FASTLOWER_HEAP_FREEZE"
 RETRACE_QUANT_OPS = "FASTLOWER_RETRACE_QUANT_OPS"
 CIA_OPS = "FASTLOWER_CIA_OPS"
+HQQ = "FASTLOWER_HQQ"
 SHARED_CACHE = "FASTLOWER_SHARED_CACHE"
 SHARED_CACHE_ENDPOINT = "FASTLOWER_SHARED_CACHE_ENDPOINT"
 SHARED_CACHE_TIMEOUT = "FASTLOWER_SHARED_CACHE_TIMEOUT"
@@ -118,6 +119,7 @@ NODE_HISTORY_MODES = ("share", "copy")
 FAKE_OUTPUT_MODES = ("reuse", "run", "verify")
 RETRACE_QUANT_OP_MODES = ("off", "on", "verify")
 CIA_OPS_MODES = ("once", "each", "verify")
+HQQ_MODES = ("native", "torchao", "verify")
 
 Value = Union[bool, int, Path, str, Tuple[Path, ...], None]
 
@@ -210,6 +212,9 @@ VARIABLES: Dict[str, Variable] = {v.name: v for v in (
              "materialized into torch.ops once while nothing they depend on changed (once), "
              "once per namespace (each: torch's way), or verify (each skipped walk run and "
              "checked to change nothing)", choices=CIA_OPS_MODES),
+    Variable(HQQ, "choice", "native", "torchao's HQQ weight quantization (export_llm's 8da4w) "
+             "computed by fastlower's native kernels, torchao's bits (native), by torchao "
+             "(torchao), or both and compared (verify)", choices=HQQ_MODES),
 )}
 
 

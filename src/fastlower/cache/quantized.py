@@ -47,6 +47,7 @@ import torch
 import xxhash
 
 from ..preprocess.folder import tell_once
+from ..in_process import hqq
 from ..preprocess.keys import content_digest
 from . import access
 from .configuration import LoweringCacheSettings, resolve
@@ -246,9 +247,9 @@ def choose_qparams_hqq(hp_tensor: Any, block_size: Any, qmin: Any, qmax: Any, *,
     folder when these inputs were quantized before (see the module docstring)."""
     reference = _reference()
 
-    def run() -> Tuple[torch.Tensor, torch.Tensor]:
-        return reference(hp_tensor, block_size, qmin, qmax, iters=iters,
-                         stochastic=stochastic, early_stop_tol=early_stop_tol)
+    def run() -> Tuple[torch.Tensor, torch.Tensor]:  # torchao's bits, natively where covered
+        return hqq.compute(reference, hp_tensor, block_size, qmin, qmax, iters=iters,
+                           stochastic=stochastic, early_stop_tol=early_stop_tol)
 
     settings = resolve()
     if settings.directory is None or not _keyable(hp_tensor, block_size, qmin, qmax,

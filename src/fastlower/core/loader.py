@@ -27,7 +27,7 @@ from ..settings import FORCE_PYTHON as FORCE_PYTHON_ENV, force_python as _force_
 __all__ = ["load_core", "hand_over_rules", "FORCE_PYTHON_ENV", "CORE_INTERFACE"]
 
 # must equal FASTLOWER_CORE_INTERFACE in csrc/bind_info.cpp; bump both together
-CORE_INTERFACE = 11
+CORE_INTERFACE = 12
 
 _warned = False
 _handed_over: Optional[ModuleType] = None  # the core that last got the rules
