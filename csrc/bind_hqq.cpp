@@ -37,13 +37,14 @@ py::buffer_info scales(const py::buffer &b, const hqq::Shape &s, bool writable) 
     return info;
 }
 
-void init_scale(const py::buffer &w, int64_t group, float qabs, float eps, const py::buffer &scale,
+bool init_scale(const py::buffer &w, int64_t group, float qabs, float eps, const py::buffer &scale,
                 int threads) {
     py::buffer_info wi = matrix(w, "w", kFloat, false);
     const hqq::Shape s = shape_of(wi, group);
     py::buffer_info si = scales(scale, s, true);
     py::gil_scoped_release release;
-    hqq::init_scale(static_cast<const float *>(wi.ptr), s, qabs, eps, static_cast<float *>(si.ptr), threads);
+    return hqq::init_scale(static_cast<const float *>(wi.ptr), s, qabs, eps, static_cast<float *>(si.ptr),
+                           threads);
 }
 
 float step(const py::buffer &w, int64_t group, float qmin, float qmax, float eps, const py::buffer &scale,

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cfloat>
 #include <cmath>
 #include <cstring>
 #include <system_error>
@@ -139,15 +140,16 @@ auto over_rows(int64_t rows, int threads, Fn fn) -> std::vector<decltype(fn(int6
 bool uses_avx2() { return avx2_available() && !g_portable.load(); }
 void force_portable(bool on) { g_portable.store(on); }
 
-void init_scale(const float *w, const Shape &s, float qabs, float eps, float *scale, int threads) {
+bool init_scale(const float *w, const Shape &s, float qabs, float eps, float *scale, int threads) {
     const bool fast = uses_avx2();
-    over_rows(s.rows, threads, [&](int64_t a, int64_t b) {
+    const auto parts = over_rows(s.rows, threads, [&](int64_t a, int64_t b) {
 #if FASTLOWER_HQQ_AVX2
-        if (fast) return avx2::init_rows(w, s, qabs, eps, scale, a, b), 0;
+        if (fast) return avx2::init_rows(w, s, qabs, eps, scale, a, b);
 #endif
         (void)fast;
-        return portable::init_rows(w, s, qabs, eps, scale, a, b), 0;
+        return portable::init_rows(w, s, qabs, eps, scale, a, b);
     });
+    return std::all_of(parts.begin(), parts.end(), [](int finite) { return finite == 1; });
 }
 
 float step(const float *w, const Shape &s, float qmin, float qmax, float eps, float *scale,

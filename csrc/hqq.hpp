@@ -28,8 +28,9 @@ struct Shape {
 constexpr int64_t kMinGroup = 8;     // torch's vectorized sum needs a full vector
 constexpr int64_t kMaxGroup = 4096;  // one cascade level: a group's sums stay in order
 
-// scale[g] = max(|w| over group g) / qabs, clamped below at eps.
-void init_scale(const float *w, const Shape &s, float qabs, float eps, float *scale, int threads);
+// scale[g] = max(|w| over group g) / qabs, clamped below at eps.  Returns whether every
+// weight is finite (the kernels' premise; torchao's amax would propagate a NaN).
+bool init_scale(const float *w, const Shape &s, float qabs, float eps, float *scale, int threads);
 
 // One HQQ iteration in place: quantize with scale, solve the least-squares scale, keep
 // the old one where the quantized group is all zeros, clamp at eps, take |.|.  Returns

@@ -73,12 +73,16 @@ def test_half_precision_weights(kernels, dtype):
 
 
 @needs_core
-def test_a_parameter_and_a_transposed_weight():
+def test_a_parameter_that_requires_grad_and_a_transposed_weight():
+    """As torchao's ``quantize_`` passes a linear's weight: a ``Parameter`` that requires
+    grad, in grad mode (torchao's function runs under ``torch.no_grad``)."""
     w = torch.nn.Parameter(hqq_premise.weights(64, 128, torch.float32, seed=4))
-    with torch.no_grad():
-        assert hqq.same_bits(_native(w, 32), _torchao(w, 32)) is None
-        t = w.detach().t()
-        assert hqq.same_bits(_native(t, 32), _torchao(t, 32)) is None
+    assert torch.is_grad_enabled() and w.requires_grad
+    ours, theirs = _native(w, 32), _torchao(w, 32)
+    assert not ours[1].requires_grad and not theirs[1].requires_grad
+    assert hqq.same_bits(ours, theirs) is None
+    t = w.detach().t()
+    assert hqq.same_bits(_native(t, 32), _torchao(t, 32)) is None
 
 
 @needs_core
@@ -94,6 +98,18 @@ def test_the_threads_do_not_change_the_bits(threads):
     assert scales[0][0].tobytes() == scales[1][0].tobytes()
     for _, rels in scales:  # the overflowing row: an infinite change, then inf - inf
         assert rels[0] == float("inf") and np.isnan(rels[1])
+
+
+@needs_core
+@pytest.mark.parametrize("value", [float("nan"), float("inf"), -float("inf")])
+def test_the_first_pass_finds_a_weight_that_is_not_finite(kernels, value):
+    w = _adversarial(12, 64, 32, seed=9).numpy()
+    scale = np.empty((12, 2), np.float32)
+    assert CORE.hqq_init_scale(w, 32, 8.0, EPS, scale, 2)
+    assert twin.hqq_init_scale(w, 32, 8.0, EPS, scale, 2)
+    w[11, 63] = value
+    assert not CORE.hqq_init_scale(w, 32, 8.0, EPS, scale, 2)
+    assert not twin.hqq_init_scale(w, 32, 8.0, EPS, scale, 2)
 
 
 @needs_core
@@ -180,8 +196,8 @@ def _inf() -> torch.Tensor:
 
 @needs_core
 @pytest.mark.parametrize("case", [
-    "nan", "inf", "stochastic", "group 4", "group 12", "3-D", "float64", "requires grad",
-    "iters 2.0", "tol tensor", "neg bit", "qmin 2**25"])
+    "nan", "inf", "stochastic", "group 4", "group 12", "3-D", "float64", "iters 2.0",
+    "tol tensor", "neg bit", "qmin 2**25"])
 def test_inputs_outside_the_premise_run_torchao(case):
     w, args, kw = _ok(), ([1, 32], -8, 7), {}
     if case == "nan":
@@ -198,8 +214,6 @@ def test_inputs_outside_the_premise_run_torchao(case):
         w = w.reshape(4, 4, 64)
     elif case == "float64":
         w = w.double()
-    elif case == "requires grad":
-        w.requires_grad_(True)
     elif case == "iters 2.0":
         kw = {"iters": 2.0}
     elif case == "tol tensor":

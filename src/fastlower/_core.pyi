@@ -199,8 +199,9 @@ class MetaWatch:
 # -- hqq: torchao's scale-only HQQ over float32 buffers (twin: fastlower.core.twin.hqq) ------
 
 def hqq_init_scale(w: Any, group: int, qabs: float, eps: float, scale: Any,
-                   threads: int) -> None:
-    """scale[r, g] = max |w| over group g of row r / qabs, at least eps."""
+                   threads: int) -> bool:
+    """scale[r, g] = max |w| over group g of row r / qabs, at least eps; whether every
+    weight is finite."""
 
 def hqq_step(w: Any, group: int, qmin: float, qmax: float, eps: float, scale: Any,
              threads: int) -> float:

@@ -183,6 +183,9 @@ def main(argv: List[str]) -> None:
         TIMES["peak_rss_bytes"] = _peak_rss()
         TIMES["children_peak_rss_bytes"] = resource.getrusage(
             resource.RUSAGE_CHILDREN).ru_maxrss * 1024
+        hqq = sys.modules.get("fastlower.in_process.hqq.native")
+        if hqq is not None:  # weights quantized by fastlower's kernels and by torchao
+            TIMES["hqq"] = hqq.counts()
         with open(out, "w") as f:
             json.dump(TIMES, f)
 

@@ -71,8 +71,9 @@ def _groups(w: np.ndarray, group: int) -> np.ndarray:
     return w.reshape(rows, cols // group, group)
 
 
-def hqq_init_scale(w: Any, group: int, qabs: float, eps: float, scale: Any, threads: int) -> None:
+def hqq_init_scale(w: Any, group: int, qabs: float, eps: float, scale: Any, threads: int) -> bool:
     scale[...] = np.maximum(np.abs(_groups(w, group)).max(axis=2) / F32(qabs), F32(eps))
+    return bool(np.isfinite(w).all())
 
 
 def _quantized(x: np.ndarray, s: Any, qmin: float, qmax: float) -> np.ndarray:

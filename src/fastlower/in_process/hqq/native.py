@@ -19,9 +19,9 @@ reproduces. Guards, each a fall-back to torchao's function:
   over 40 binades, zeros, signed zeros, denormals, ties); a different order changes most
   of those sums' bits;
 * the inputs are ones the core covers: a plain CPU tensor (or ``nn.Parameter``) of
-  float32, float16 or bfloat16, 2-D, no negative or conjugate bit, not requiring grad
-  while grad mode is on (torchao's ``scale`` would then carry a graph); every value
-  finite; ``block_size`` ``[1, g]`` with ``g`` a multiple of 8 in [8, 4096] dividing the
+  float32, float16 or bfloat16, 2-D, no negative or conjugate bit, every value finite
+  (``requires_grad`` is not read: torchao's function runs under ``torch.no_grad``, and so
+  does this one); ``block_size`` ``[1, g]`` with ``g`` a multiple of 8 in [8, 4096] dividing the
   columns; ``qmin < qmax`` ints within 2**24 (exact in float32); ``iters`` an int,
   ``early_stop_tol`` a float or int, ``stochastic`` False;
 * the calling thread does not flush denormals to zero (``torch.set_flush_denormal``).
@@ -94,8 +94,6 @@ def ineligible(hp_tensor: Any, block_size: Any, qmin: Any, qmax: Any, iters: Any
             or hp_tensor.dtype not in _FLOATS or hp_tensor.ndim != 2
             or hp_tensor.is_neg() or hp_tensor.is_conj()):
         return "not a 2-D CPU float tensor"
-    if hp_tensor.requires_grad and torch.is_grad_enabled():
-        return "requires grad"
     if stochastic is not False or not _is_int(iters) or type(early_stop_tol) not in (float, int):
         return "stochastic, or iters / early_stop_tol of another type"
     if not (isinstance(block_size, (list, tuple)) and len(block_size) == 2
@@ -114,9 +112,11 @@ def _flushes_denormals() -> bool:
     return bool((tiny * 1.0 == 0).item())
 
 
+@torch.no_grad()
 def _native(core: Any, hp_tensor: torch.Tensor, group: int, qmin: int, qmax: int, iters: int,
-            early_stop_tol: float) -> Result:
-    """torchao's function, step for step, each step a pass of the core."""
+            early_stop_tol: float) -> Optional[Result]:
+    """torchao's function (``torch.no_grad`` as well), step for step, each step a pass of
+    the core; None when a weight is not finite (the first pass finds out)."""
     weights = hp_tensor.detach().to(torch.float32).contiguous()
     w = weights.numpy()
     rows, cols = weights.shape
@@ -124,7 +124,8 @@ def _native(core: Any, hp_tensor: torch.Tensor, group: int, qmin: int, qmax: int
     qabs = max(abs(qmin), abs(qmax)) or 1
     threads = torch.get_num_threads()
     scale = torch.empty(rows, cols // group, dtype=torch.float32)
-    core.hqq_init_scale(w, group, float(qabs), eps, scale.numpy(), threads)
+    if not core.hqq_init_scale(w, group, float(qabs), eps, scale.numpy(), threads):
+        return None
     for _ in range(max(1, iters)):
         rel = core.hqq_step(w, group, float(qmin), float(qmax), eps, scale.numpy(), threads)
         if torch.tensor(rel, dtype=torch.float32) < early_stop_tol:  # torchao's comparison
@@ -140,7 +141,7 @@ def premise_holds(core: Any, reference: Callable[..., Result]) -> bool:
         known = _PREMISE.get(id(core))
     if known is not None:
         return known
-    found = differing_case(lambda *args, **kw: _native(core, *args, **kw), reference)
+    found = differing_case(lambda *args: _native(core, *args), reference)
     if found is not None:
         log.warning("fastlower: torchao's HQQ quantization runs as torchao: the native "
                     "kernels' sums differ from this torch's (%s)", found)
@@ -160,13 +161,14 @@ def compute(reference: Callable[..., Result], hp_tensor: Any, block_size: Any, q
 
     mode = settings.choice(settings.HQQ)
     core = load_core() if mode != "torchao" else None
-    if (core is None or ineligible(hp_tensor, block_size, qmin, qmax, iters, stochastic,
-                                   early_stop_tol) is not None
-            or not bool(torch.isfinite(hp_tensor).all()) or _flushes_denormals()
-            or not premise_holds(core, reference)):
+    native = None
+    if (core is not None and ineligible(hp_tensor, block_size, qmin, qmax, iters, stochastic,
+                                        early_stop_tol) is None
+            and not _flushes_denormals() and premise_holds(core, reference)):
+        native = _native(core, hp_tensor, block_size[1], qmin, qmax, iters, early_stop_tol)
+    if native is None:
         _count("torchao")
         return run()
-    native = _native(core, hp_tensor, block_size[1], qmin, qmax, iters, early_stop_tol)
     _count("native")
     if mode != "verify":
         return native
