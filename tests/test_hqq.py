@@ -302,3 +302,45 @@ def _f32(*shape):
 def test_the_core_rejects_malformed_buffers(call):
     with pytest.raises(ValueError, match="hqq: "):
         call()
+
+
+def _random_case(rng: np.random.Generator):
+    """A shape, a quantization set-up and values of one of several adversarial kinds."""
+    group = int(rng.choice([8, 16, 24, 32, 48, 64, 128, 256, 1024]))
+    rows, cols = int(rng.integers(1, 24)), group * int(rng.integers(1, 4))
+    kind = rng.choice(["binades", "halves", "constant", "sparse", "huge", "tiny", "ints"])
+    if kind == "binades":
+        w = rng.standard_normal((rows, cols)) * np.exp2(rng.integers(-60, 60, (rows, cols)))
+    elif kind == "halves":  # ties of the rounding once the scale is a power of two
+        w = rng.integers(-16, 17, (rows, cols)) / 2.0
+    elif kind == "constant":
+        w = np.full((rows, cols), rng.standard_normal())
+    elif kind == "sparse":
+        w = rng.standard_normal((rows, cols)) * (rng.random((rows, cols)) < 0.05)
+    elif kind == "huge":
+        w = rng.standard_normal((rows, cols)) * 1.0e37
+    elif kind == "tiny":  # denormal and near-denormal weights
+        w = rng.standard_normal((rows, cols)) * 1.0e-39
+    else:
+        w = rng.integers(-8, 8, (rows, cols)).astype(np.float64)
+    dtype = rng.choice([torch.float32, torch.float32, torch.bfloat16, torch.float16])
+    if dtype == torch.float16:
+        w = np.clip(w, -6.0e4, 6.0e4)
+    qmin, qmax = [(-8, 7), (-128, 127), (-2, 1), (0, 15), (-1, 1)][int(rng.integers(0, 5))]
+    iters = int(rng.integers(0, 25))
+    tol = float(rng.choice([1e-5, 1e-3, 0.1, 0.5, 0.0]))
+    weights = torch.from_numpy(w.astype(np.float32)).to(dtype)
+    return weights, group, qmin, qmax, iters, tol
+
+
+@needs_core
+@pytest.mark.parametrize("seed", range(6))
+def test_random_adversarial_weights_give_torchaos_bits(seed):
+    """A seeded differential sweep: 60 random cases per seed, each torchao's bits."""
+    rng = np.random.default_rng(seed)
+    for case in range(60):
+        w, group, qmin, qmax, iters, tol = _random_case(rng)
+        ours = _native(w, group, qmin, qmax, iters=iters, early_stop_tol=tol)
+        theirs = _torchao(w, group, qmin, qmax, iters=iters, early_stop_tol=tol)
+        assert hqq.same_bits(ours, theirs) is None, (seed, case, tuple(w.shape), group, w.dtype,
+                                                     qmin, qmax, iters, tol)

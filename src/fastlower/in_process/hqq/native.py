@@ -87,7 +87,8 @@ def _is_int(value: Any) -> bool:
 
 def ineligible(hp_tensor: Any, block_size: Any, qmin: Any, qmax: Any, iters: Any,
                stochastic: Any, early_stop_tol: Any) -> Optional[str]:
-    """Why the core does not cover these inputs, or None (values are read last)."""
+    """Why the core does not cover these inputs, or None (whether the values are finite
+    is the kernels' first pass)."""
     if type(hp_tensor) not in (torch.Tensor, torch.nn.Parameter):
         return "not a plain tensor"
     if (hp_tensor.device.type != "cpu" or hp_tensor.layout != torch.strided
