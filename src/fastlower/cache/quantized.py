@@ -46,8 +46,8 @@ from typing import Any, Callable, List, Optional, Sequence, Tuple
 import torch
 import xxhash
 
-from ..preprocess.folder import tell_once
 from ..in_process import hqq
+from ..preprocess.folder import tell_once
 from ..preprocess.keys import content_digest
 from . import access
 from .configuration import LoweringCacheSettings, resolve
@@ -221,12 +221,9 @@ def _write(store: LoweringStore, key: str, qdata: torch.Tensor, scale: torch.Ten
 
 def _verified(settings: LoweringCacheSettings, key: str, found: List[torch.Tensor],
               fresh: Tuple[torch.Tensor, torch.Tensor]) -> None:
-    qdata, scale = fresh
-    if not (qdata.dtype == torch.int32 and torch.equal(found[0].to(torch.int32), qdata)):
-        raise QuantizationCacheVerificationError("qdata", key, str(settings.directory))
-    if not (scale.dtype == found[1].dtype and scale.shape == found[1].shape and torch.equal(
-            scale.contiguous().view(torch.uint8), found[1].view(torch.uint8))):
-        raise QuantizationCacheVerificationError("scale", key, str(settings.directory))
+    differs = hqq.same_bits((found[0].to(torch.int32), found[1]), fresh)
+    if differs is not None:  # "qdata" or "scale"
+        raise QuantizationCacheVerificationError(differs, key, str(settings.directory))
 
 
 def _storable(qdata: torch.Tensor, scale: torch.Tensor, qmin: int, qmax: int,

@@ -41,13 +41,12 @@ import torch
 from ... import settings
 from ...core.loader import load_core
 from ...errors import FastlowerError
-from .premise import differing_case, same_bits
+from .premise import Result, differing_case, same_bits
 
 __all__ = ["HqqVerificationError", "compute", "counts", "ineligible", "premise_holds"]
 
 log = logging.getLogger(__name__)
 
-Result = Tuple[torch.Tensor, torch.Tensor]
 _FLOATS = (torch.float32, torch.float16, torch.bfloat16)
 _MAX_Q = 1 << 24
 _LOCK = threading.Lock()

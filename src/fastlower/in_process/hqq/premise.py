@@ -13,7 +13,7 @@ from typing import Callable, List, Optional, Tuple
 
 import torch
 
-__all__ = ["CASES", "differing_case", "same_bits", "weights"]
+__all__ = ["CASES", "Result", "differing_case", "same_bits", "weights"]
 
 Result = Tuple[torch.Tensor, torch.Tensor]
 
@@ -47,18 +47,16 @@ def weights(rows: int, cols: int, dtype: torch.dtype, seed: int) -> torch.Tensor
 
 
 def same_bits(a: Result, b: Result) -> Optional[str]:
-    """The output that differs (dtype, shape or any bit), or None."""
+    """The output (``qdata`` or ``scale``) that differs in dtype, shape or any bit, or None."""
     for name, x, y in (("qdata", a[0], b[0]), ("scale", a[1], b[1])):
-        if x.dtype != y.dtype or x.shape != y.shape:
-            return name
-        bits = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}[x.element_size()]
-        if not torch.equal(x.contiguous().view(bits), y.contiguous().view(bits)):
+        if x.dtype != y.dtype or x.shape != y.shape or not torch.equal(
+                x.contiguous().view(torch.uint8), y.contiguous().view(torch.uint8)):
             return name
     return None
 
 
 def differing_case(native: Callable[..., Optional[Result]],
-                   reference: Callable[..., Tuple[torch.Tensor, torch.Tensor]]) -> Optional[str]:
+                   reference: Callable[..., Result]) -> Optional[str]:
     """The first case where ``native`` and ``reference`` differ in a bit, or None."""
     for seed, (rows, group, groups, dtype, qmin, qmax, iters, tol) in enumerate(CASES):
         w = weights(rows, group * groups, dtype, seed)
