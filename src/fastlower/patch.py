@@ -48,6 +48,8 @@ IMPLEMENTATIONS: Dict[str, str] = {
     "_gen_edge_manager_for_partitioners":
         "fastlower.in_process.edge.stage:gen_edge_manager_for_partitioners",
     "_choose_qparams_and_quantize_scale_only_hqq": "fastlower.cache.quantized:choose_qparams_hqq",
+    "export": "fastlower.in_process.torch_export:export",
+    "run_decompositions": "fastlower.in_process.torch_export:run_decompositions",
 }
 
 

@@ -52,6 +52,8 @@ variable                        type    default meaning
 ``FASTLOWER_HEAP_FREEZE``       bool    true    freeze the heap for the collector per lowering
 ``FASTLOWER_RETRACE_QUANT_OPS`` choice  on      quant ops' fake dispatch remembered: on/off/verify
 ``FASTLOWER_CIA_OPS``           choice  once    torch's CIA operator table: once/each/verify
+``FASTLOWER_SYM_ARITH``         choice  on      SymNode arithmetic remembered: on/off/verify
+``FASTLOWER_TORCH_EXPORT``      choice  inside  the pipeline's exports' block: inside/outside
 =============================== ======= ======= =============================================
 
 (The test suites' own switches, ``FASTLOWER_CONFORMANCE_IMPL``, ``FASTLOWER_FUZZ_*``,
@@ -77,7 +79,7 @@ __all__ = [
     "lowering_cache", "native_partitioners", "validate_all", "force_python",
     "allow_untested_versions", "ALLOW_UNTESTED_VERSIONS", "choice", "EDGE_RETRACES",
     "preprocess_classes", "PREPROCESS_CLASSES", "NODE_HISTORY", "FAKE_OUTPUTS", "heap_freeze",
-    "HEAP_FREEZE", "RETRACE_QUANT_OPS", "CIA_OPS",
+    "HEAP_FREEZE", "RETRACE_QUANT_OPS", "CIA_OPS", "SYM_ARITH", "TORCH_EXPORT",
     "shared_cache", "shared_cache_endpoint", "shared_cache_timeout", "SHARED_CACHE",
     "SHARED_CACHE_ENDPOINT", "SHARED_CACHE_TIMEOUT",
     "WORKERS", "CACHE_DIR", "CACHE_SIZE", "CACHE_VERIFY", "CACHE_KEY_FILE", "PROGRESS",
@@ -107,6 +109,8 @@ FAKE_OUTPUTS = "FASTLOWER_FAKE_OUTPUTS"
 HEAP_FREEZE = "FASTLOWER_HEAP_FREEZE"
 RETRACE_QUANT_OPS = "FASTLOWER_RETRACE_QUANT_OPS"
 CIA_OPS = "FASTLOWER_CIA_OPS"
+SYM_ARITH = "FASTLOWER_SYM_ARITH"
+TORCH_EXPORT = "FASTLOWER_TORCH_EXPORT"
 HQQ = "FASTLOWER_HQQ"
 SHARED_CACHE = "FASTLOWER_SHARED_CACHE"
 SHARED_CACHE_ENDPOINT = "FASTLOWER_SHARED_CACHE_ENDPOINT"
@@ -212,6 +216,12 @@ VARIABLES: Dict[str, Variable] = {v.name: v for v in (
              "materialized into torch.ops once while nothing they depend on changed (once), "
              "once per namespace (each: torch's way), or verify (each skipped walk run and "
              "checked to change nothing)", choices=CIA_OPS_MODES),
+    Variable(SYM_ARITH, "choice", "on", "SymNode's +, -, *, ==, <... remembered per shape "
+             "environment (on), torch's way (off), or both and compared (verify)",
+             choices=("on", "off", "verify")),
+    Variable(TORCH_EXPORT, "choice", "inside", "the pipeline's torch.export.export and "
+             "run_decompositions in fastlower's heap freeze and memos (inside), or not "
+             "(outside)", choices=("inside", "outside")),
     Variable(HQQ, "choice", "native", "torchao's HQQ weight quantization (export_llm's 8da4w) "
              "computed by fastlower's native kernels, torchao's bits (native), by torchao "
              "(torchao), or both and compared (verify)", choices=HQQ_MODES),

@@ -186,6 +186,9 @@ def main(argv: List[str]) -> None:
         hqq = sys.modules.get("fastlower.in_process.hqq.native")
         if hqq is not None:  # weights quantized by fastlower's kernels and by torchao
             TIMES["hqq"] = hqq.counts()
+        arithmetic = sys.modules.get("fastlower.in_process.sym_arith")
+        if arithmetic is not None:  # symbolic-size arithmetic answered / computed
+            TIMES["sym_arith"] = arithmetic.counts()
         with open(out, "w") as f:
             json.dump(TIMES, f)
 

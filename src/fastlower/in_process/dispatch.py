@@ -73,6 +73,10 @@ ENTRY_POINTS: Tuple[EntryPoint, ...] = (
     # from the cache folder for a weight it has quantized before (fastlower.cache.quantized)
     EntryPoint("torchao.quantization.quant_primitives",
                "_choose_qparams_and_quantize_scale_only_hqq", optional=True),
+    # torch.export's own steps, called by the pipeline (export_llm exports twice): torch's
+    # code inside fastlower's in-process block (fastlower.in_process.torch_export)
+    EntryPoint("torch.export", "export"),
+    EntryPoint("torch.export.exported_program", "run_decompositions", owner="ExportedProgram"),
 )
 
 

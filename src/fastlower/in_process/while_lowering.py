@@ -11,7 +11,14 @@ by each step, nesting freely.
 * :mod:`.preprocess.xnnpack_patterns`: XNNPACK's upsample and SDPA patterns not built
   for a graph without their operator;
 * :mod:`.cia_ops`: torch's CompositeImplicitAutograd operators materialized into
-  ``torch.ops`` once, not once per namespace in each retrace (``FASTLOWER_CIA_OPS``).
+  ``torch.ops`` once, not once per namespace in each retrace (``FASTLOWER_CIA_OPS``);
+* :mod:`.sym_arith`: torch's arithmetic on symbolic sizes remembered per shape
+  environment (``FASTLOWER_SYM_ARITH``).
+
+:func:`export_step` is the block of ``torch.export.export`` and
+``ExportedProgram.run_decompositions`` called by the pipeline itself
+(:mod:`.torch_export`): only the heap freeze and the three memos, which change how fast
+torch computes, not what; no graph is touched.
 
 Each is listed, with what it patches and how to turn it off, in docs/embedding.md.
 """
@@ -19,6 +26,7 @@ Each is listed, with what it patches and how to turn it off, in docs/embedding.m
 from __future__ import annotations
 
 from contextlib import contextmanager
+from contextvars import ContextVar
 from typing import Iterator
 
 from .cia_ops import materialized_once
@@ -26,9 +34,14 @@ from .fake_outputs import known_outputs
 from .heap_freeze import frozen_heap
 from .node_history import shared_history
 from .retrace_quant_ops import remembering
+from .sym_arith import remembered
 from .xnnpack_patterns import skipped_when_absent
 
-__all__ = ["lowering_step"]
+__all__ = ["export_step", "lowering_step"]
+
+# inside one of the blocks in this thread or task: an export step there adds nothing (a
+# retrace of the edge stage keeps the lowering's memos)
+_INSIDE: ContextVar[bool] = ContextVar("fastlower_in_process_block", default=False)
 
 
 @contextmanager
@@ -36,6 +49,29 @@ def lowering_step() -> Iterator[None]:
     """The block of one lowering step (see the module)."""
     from .. import settings
 
-    with frozen_heap(), shared_history(), known_outputs(), skipped_when_absent(), \
-            remembering(settings.choice(settings.RETRACE_QUANT_OPS)), materialized_once():
+    token = _INSIDE.set(True)
+    try:
+        with frozen_heap(), shared_history(), known_outputs(), skipped_when_absent(), \
+                remembering(settings.choice(settings.RETRACE_QUANT_OPS)), \
+                materialized_once(), remembered():
+            yield
+    finally:
+        _INSIDE.reset(token)
+
+
+@contextmanager
+def export_step() -> Iterator[None]:
+    """The block of one of torch.export's steps (see the module); inside a lowering step
+    or another export step, nothing more."""
+    from .. import settings
+
+    if _INSIDE.get():
         yield
+        return
+    token = _INSIDE.set(True)
+    try:
+        with frozen_heap(), remembering(settings.choice(settings.RETRACE_QUANT_OPS)), \
+                materialized_once(), remembered():
+            yield
+    finally:
+        _INSIDE.reset(token)
