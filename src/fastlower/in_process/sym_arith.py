@@ -70,10 +70,32 @@ def _count(outcome: str) -> None:
         _counts[outcome] += 1
 
 
-def _sym_node() -> Any:
-    from torch.fx.experimental import sym_node
+class _Torch:
+    """torch's names the patch reads at every call, looked up once."""
 
-    return sym_node
+    def __init__(self) -> None:
+        import torch._logging._internal as torch_logging
+        from torch.fx.experimental import sym_node
+        from torch.fx.experimental.proxy_tensor import get_proxy_mode
+
+        self.sym_node = sym_node.SymNode
+        self.no_hint = sym_node._NO_HINT
+        self.log = sym_node.sym_node_log
+        self.logging = torch_logging
+        self.get_proxy_mode = get_proxy_mode
+
+
+_TORCH: list = []  # [_Torch()] once the patch is first bound
+
+
+def _torch() -> _Torch:
+    if not _TORCH:
+        _TORCH.append(_Torch())
+    return _TORCH[0]
+
+
+def _sym_node_class() -> type:
+    return _torch().sym_node
 
 
 def _fields(node: Any) -> Tuple[Any, ...]:
@@ -91,21 +113,19 @@ def _memo_of(env: Any) -> Dict[Tuple[Any, ...], Tuple[Any, ...]]:
     return memo
 
 
+_HINTS = (int, bool, type(None))
+
+
 def _key(method: str, node: Any, other: Any) -> Any:
     """The memo's key for ``node.<method>(other)``, or None when torch's code must run."""
-    sym_node = _sym_node()
+    t = _torch()
     env = node.shape_env
-    if (type(node) is not sym_node.SymNode or type(other) is not sym_node.SymNode
+    if (type(node) is not t.sym_node or type(other) is not t.sym_node
             or env is None or env._translation_validation_enabled
             or node.pytype not in _PLAIN or other.pytype not in _PLAIN
-            or type(node._hint) not in (*_PLAIN, type(None))
-            or type(other._hint) not in (*_PLAIN, type(None))):
-        return None
-    import torch
-    from torch.fx.experimental.proxy_tensor import get_proxy_mode
-
-    if (torch._logging._internal.GET_DTRACE_STRUCTURED or get_proxy_mode() is not None
-            or sym_node.sym_node_log.isEnabledFor(logging.DEBUG)):
+            or type(node._hint) not in _HINTS or type(other._hint) not in _HINTS
+            or t.logging.GET_DTRACE_STRUCTURED or t.get_proxy_mode() is not None
+            or t.log.isEnabledFor(logging.DEBUG)):
         return None
     a, b = node.expr, other.expr
     return (method, type(a), a, type(b), b, node.pytype, other.pytype, type(node._hint),
@@ -114,11 +134,10 @@ def _key(method: str, node: Any, other: Any) -> Any:
 
 
 def _rebuilt(node: Any, fields: Tuple[Any, ...]) -> Any:
-    sym_node = _sym_node()
+    t = _torch()
     _, expr, pytype, _, hint, optimized, _, _ = fields
-    return sym_node.SymNode(expr, node.shape_env, pytype,
-                            sym_node._NO_HINT if hint is None else hint,
-                            optimized_summation=optimized)
+    return t.sym_node(expr, node.shape_env, pytype, t.no_hint if hint is None else hint,
+                      optimized_summation=optimized)
 
 
 def _remembering(method: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
@@ -148,7 +167,7 @@ def _remembering(method: str) -> Callable[[Callable[..., Any]], Callable[..., An
     return replace
 
 
-_PATCHES = tuple(ScopedMethodPatch(lambda: _sym_node().SymNode, f"_{method}",
+_PATCHES = tuple(ScopedMethodPatch(_sym_node_class, f"_{method}",
                                    _remembering(method)) for method in METHODS)
 
 
