@@ -28,6 +28,9 @@ def reference_then_cold_then_warm(config: LlmConfig, tmp_path: Path,
         assert len(run.calls_minor_faults) == len(run.calls) > 0, run
         assert all(0 < start <= end for start, end in run.calls_minor_faults), run
     assert cold.lowering_cache == ["miss"], cold.lowering_cache
+    # the export block and the lowering's steps reached torch's symbolic arithmetic (a
+    # program with symbolic sizes: export_llm's dynamic sequence length)
+    assert reference.sym_arith == {} and cold.sym_arith.get("answered", 0) > 0, cold.sym_arith
     assert cold.cache_misses > 0 and cold.cache_hits == 0, (cold.cache_hits, cold.cache_misses)
     # the whole call from the lowering cache: to_backend never ran
     assert warm.lowering_cache == ["hit"], warm.lowering_cache
