@@ -259,7 +259,7 @@ def test_a_python_int_and_a_sympy_integer_are_two_questions():
                       sym_node.SymNode(sympy.Integer(1), env, int, 1))
     with sym_arith.remembered():
         left.mul(python)
-        key = sym_arith._key("mul", left, python)
-        assert key != sym_arith._key("mul", left, sympys)
+        key = sym_arith._key(sym_arith._torch(), "mul", left, python)
+        assert key != sym_arith._key(sym_arith._torch(), "mul", left, sympys)
         assert _fields(torch.SymInt(left.mul(sympys))) == \
             _fields(torch.SymInt(sym_arith._PATCHES[2]._original(left, sympys)))

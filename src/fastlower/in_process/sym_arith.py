@@ -80,13 +80,9 @@ class _Torch:
         self.get_proxy_mode = get_proxy_mode
 
 
-_TORCH: list = []  # [_Torch()] once the patch is first bound
-
-
+@functools.lru_cache(maxsize=None)
 def _torch() -> _Torch:
-    if not _TORCH:
-        _TORCH.append(_Torch())
-    return _TORCH[0]
+    return _Torch()
 
 
 def _sym_node_class() -> type:
@@ -111,9 +107,8 @@ def _memo_of(env: Any) -> Dict[Tuple[Any, ...], Tuple[Any, ...]]:
 _HINTS = (int, bool, type(None))
 
 
-def _key(method: str, node: Any, other: Any) -> Any:
+def _key(t: _Torch, method: str, node: Any, other: Any) -> Any:
     """The memo's key for ``node.<method>(other)``, or None when torch's code must run."""
-    t = _torch()
     env = node.shape_env
     if (type(node) is not t.sym_node or type(other) is not t.sym_node
             or env is None or env._translation_validation_enabled
@@ -128,8 +123,7 @@ def _key(method: str, node: Any, other: Any) -> Any:
             other._optimized_summation)
 
 
-def _rebuilt(node: Any, fields: Tuple[Any, ...]) -> Any:
-    t = _torch()
+def _rebuilt(t: _Torch, node: Any, fields: Tuple[Any, ...]) -> Any:
     _, expr, pytype, _, hint, optimized, _, _ = fields
     return t.sym_node(expr, node.shape_env, pytype, t.no_hint if hint is None else hint,
                       optimized_summation=optimized)
@@ -139,7 +133,8 @@ def _remembering(method: str) -> Callable[[Callable[..., Any]], Callable[..., An
     def replace(original: Callable[..., Any]) -> Callable[..., Any]:
         def impl(self: Any, other: Any) -> Any:
             mode = _MODE.get()
-            key = None if mode == "off" else _key(method, self, other)
+            t = _torch()
+            key = None if mode == "off" else _key(t, method, self, other)
             if key is None:
                 return original(self, other)
             memo = _memo_of(self.shape_env)
@@ -150,7 +145,7 @@ def _remembering(method: str) -> Callable[[Callable[..., Any]], Callable[..., An
                 _counts["computed"] += 1
                 return result
             _counts["answered"] += 1
-            result = _rebuilt(self, fields)
+            result = _rebuilt(t, self, fields)
             if mode == "verify":
                 expected = original(self, other)
                 if _fields(expected) != _fields(result):

@@ -45,29 +45,10 @@ _INSIDE: ContextVar[bool] = ContextVar("fastlower_in_process_block", default=Fal
 
 
 @contextmanager
-def lowering_step() -> Iterator[None]:
-    """The block of one lowering step (see the module)."""
+def _faster() -> Iterator[None]:
+    """What both blocks hold: this task marked inside, the heap frozen, the three memos."""
     from .. import settings
 
-    token = _INSIDE.set(True)
-    try:
-        with frozen_heap(), shared_history(), known_outputs(), skipped_when_absent(), \
-                remembering(settings.choice(settings.RETRACE_QUANT_OPS)), \
-                materialized_once(), remembered():
-            yield
-    finally:
-        _INSIDE.reset(token)
-
-
-@contextmanager
-def export_step() -> Iterator[None]:
-    """The block of one of torch.export's steps (see the module); inside a lowering step
-    or another export step, nothing more."""
-    from .. import settings
-
-    if _INSIDE.get():
-        yield
-        return
     token = _INSIDE.set(True)
     try:
         with frozen_heap(), remembering(settings.choice(settings.RETRACE_QUANT_OPS)), \
@@ -75,3 +56,21 @@ def export_step() -> Iterator[None]:
             yield
     finally:
         _INSIDE.reset(token)
+
+
+@contextmanager
+def lowering_step() -> Iterator[None]:
+    """The block of one lowering step (see the module)."""
+    with _faster(), shared_history(), known_outputs(), skipped_when_absent():
+        yield
+
+
+@contextmanager
+def export_step() -> Iterator[None]:
+    """The block of one of torch.export's steps (see the module); inside a lowering step
+    or another export step, nothing more."""
+    if _INSIDE.get():
+        yield
+        return
+    with _faster():
+        yield
