@@ -10,7 +10,8 @@ same folder again: a lowering-cache hit), ``reference-b`` / ``refit-b`` (checkpo
 every weight different: ExecuTorch, and fastlower with the cache of checkpoint A). Each
 run records the whole process, the lowering window, export_llm's own stages
 (``tests/pipeline/timed.py``'s stage timers: model load, source transforms with torchao's
-quantization, the two ``torch.export`` calls, the ``.pte`` write), the peak RSS of the
+quantization, the two ``torch.export`` calls, the
+edge transform between the lowering's steps, the ``.pte`` write), the peak RSS of the
 process and the peak PSS of its tree, and the ``.pte``'s digest. Random weights, seeded;
 no download.
 """
@@ -32,7 +33,7 @@ from tests.pipeline.export_llm import DEEP, LLAMA32_1B, STORIES110M, run_export 
 SHAPES = {"llama3.2-1b": LLAMA32_1B, "d256": DEEP, "stories110m": STORIES110M}
 
 STAGES = ("load_model", "source_transform", "torch_export", "to_edge_transform_and_lower",
-          "to_executorch", "save_to_pte")
+          "edge_transform", "to_executorch", "save_to_pte")
 
 
 def stage_seconds(calls: List[list]) -> Dict[str, float]:

@@ -50,6 +50,7 @@ IMPLEMENTATIONS: Dict[str, str] = {
     "_choose_qparams_and_quantize_scale_only_hqq": "fastlower.cache.quantized:choose_qparams_hqq",
     "export": "fastlower.in_process.torch_export:export",
     "run_decompositions": "fastlower.in_process.torch_export:run_decompositions",
+    "transform": "fastlower.in_process.edge_transform:transform",
 }
 
 

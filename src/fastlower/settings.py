@@ -54,6 +54,7 @@ variable                        type    default meaning
 ``FASTLOWER_CIA_OPS``           choice  once    torch's CIA operator table: once/each/verify
 ``FASTLOWER_SYM_ARITH``         choice  on      SymNode arithmetic remembered: on/off/verify
 ``FASTLOWER_TORCH_EXPORT``      choice  inside  the pipeline's exports' block: inside/outside
+``FASTLOWER_EDGE_TRANSFORM``    choice  inside  the pipeline's edge transform: inside/outside
 =============================== ======= ======= =============================================
 
 (The test suites' own switches, ``FASTLOWER_CONFORMANCE_IMPL``, ``FASTLOWER_FUZZ_*``,
@@ -72,18 +73,16 @@ from pathlib import Path
 from typing import Dict, Optional, Tuple, Union, cast
 
 __all__ = [
-    "SettingsError", "Variable", "VARIABLES", "raw", "get",
-    "workers", "cache_dir", "cache_size", "cache_verify", "cache_key_file", "progress",
-    "cache_base_dirs", "CACHE_BASE_DIR",
-    "start_method",
-    "lowering_cache", "native_partitioners", "validate_all", "force_python",
+    "SettingsError", "Variable", "VARIABLES", "raw", "get", "workers", "cache_dir", "cache_size",
+    "cache_verify", "cache_key_file", "progress", "cache_base_dirs", "CACHE_BASE_DIR",
+    "start_method", "lowering_cache", "native_partitioners", "validate_all", "force_python",
     "allow_untested_versions", "ALLOW_UNTESTED_VERSIONS", "choice", "EDGE_RETRACES",
     "preprocess_classes", "PREPROCESS_CLASSES", "NODE_HISTORY", "FAKE_OUTPUTS", "heap_freeze",
-    "HEAP_FREEZE", "RETRACE_QUANT_OPS", "CIA_OPS", "SYM_ARITH", "TORCH_EXPORT",
+    "HEAP_FREEZE", "RETRACE_QUANT_OPS", "CIA_OPS", "SYM_ARITH", "TORCH_EXPORT", "EDGE_TRANSFORM",
     "shared_cache", "shared_cache_endpoint", "shared_cache_timeout", "SHARED_CACHE",
-    "SHARED_CACHE_ENDPOINT", "SHARED_CACHE_TIMEOUT",
-    "WORKERS", "CACHE_DIR", "CACHE_SIZE", "CACHE_VERIFY", "CACHE_KEY_FILE", "PROGRESS",
-    "START_METHOD", "LOWERING_CACHE", "NATIVE_PARTITIONERS", "VALIDATE_ALL", "FORCE_PYTHON",
+    "SHARED_CACHE_ENDPOINT", "SHARED_CACHE_TIMEOUT", "WORKERS", "CACHE_DIR", "CACHE_SIZE",
+    "CACHE_VERIFY", "CACHE_KEY_FILE", "PROGRESS", "START_METHOD", "LOWERING_CACHE",
+    "NATIVE_PARTITIONERS", "VALIDATE_ALL", "FORCE_PYTHON",
 ]
 
 TRUE_WORDS = ("1", "true", "yes", "on")
@@ -111,6 +110,7 @@ RETRACE_QUANT_OPS = "FASTLOWER_RETRACE_QUANT_OPS"
 CIA_OPS = "FASTLOWER_CIA_OPS"
 SYM_ARITH = "FASTLOWER_SYM_ARITH"
 TORCH_EXPORT = "FASTLOWER_TORCH_EXPORT"
+EDGE_TRANSFORM = "FASTLOWER_EDGE_TRANSFORM"
 HQQ = "FASTLOWER_HQQ"
 SHARED_CACHE = "FASTLOWER_SHARED_CACHE"
 SHARED_CACHE_ENDPOINT = "FASTLOWER_SHARED_CACHE_ENDPOINT"
@@ -222,6 +222,9 @@ VARIABLES: Dict[str, Variable] = {v.name: v for v in (
     Variable(TORCH_EXPORT, "choice", "inside", "the pipeline's torch.export.export and "
              "run_decompositions in fastlower's heap freeze and memos (inside), or not "
              "(outside)", choices=("inside", "outside")),
+    Variable(EDGE_TRANSFORM, "choice", "inside", "the pipeline's EdgeProgramManager.transform "
+             "in fastlower's lowering block (inside), or not (outside)",
+             choices=("inside", "outside")),
     Variable(HQQ, "choice", "native", "torchao's HQQ weight quantization (export_llm's 8da4w) "
              "computed by fastlower's native kernels, torchao's bits (native), by torchao "
              "(torchao), or both and compared (verify)", choices=HQQ_MODES),
@@ -373,9 +376,7 @@ def preprocess_classes() -> str:
 
 
 def choice(name: str) -> str:
-    """A ``choice`` variable's word (lower-cased), or its default: the in-process
-    switches ``FASTLOWER_EDGE_RETRACES``, ``_NODE_HISTORY``, ``_FAKE_OUTPUTS``,
-    ``_RETRACE_QUANT_OPS``, ``_CIA_OPS``..."""
+    """A ``choice`` variable's word (lower-cased), or its default."""
     return cast(str, get(name))
 
 

@@ -134,6 +134,7 @@ STAGES = [
     ("executorch.extension.llm.export.builder", "LLMEdgeManager", "source_transform",
      "source_transform"),
     ("executorch.extension.llm.export.builder", "LLMEdgeManager", "_export", "torch_export"),
+    ("executorch.exir.program._program", "EdgeProgramManager", "transform", "edge_transform"),
     ("executorch.extension.llm.export.builder", "LLMEdgeManager", "save_to_pte",
      "save_to_pte"),
 ]

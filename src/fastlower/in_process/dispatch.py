@@ -77,6 +77,10 @@ ENTRY_POINTS: Tuple[EntryPoint, ...] = (
     # code inside fastlower's in-process block (fastlower.in_process.torch_export)
     EntryPoint("torch.export", "export"),
     EntryPoint("torch.export.exported_program", "run_decompositions", owner="ExportedProgram"),
+    # ExecuTorch's EdgeProgramManager.transform, called by the pipeline between the lowering's
+    # steps (export_llm's ConvertToLinearPass): inside fastlower's lowering block
+    # (fastlower.in_process.edge_transform)
+    EntryPoint("executorch.exir.program._program", "transform", owner="EdgeProgramManager"),
 )
 
 
