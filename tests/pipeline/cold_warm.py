@@ -31,6 +31,10 @@ def reference_then_cold_then_warm(config: LlmConfig, tmp_path: Path,
     # the export block and the lowering's steps reached torch's symbolic arithmetic (a
     # program with symbolic sizes: export_llm's dynamic sequence length)
     assert reference.sym_arith == {} and cold.sym_arith.get("answered", 0) > 0, cold.sym_arith
+    # ExecuTorch's passes in the edge stage took earlier passes' fake outputs
+    # (in_process.fake_outputs.repeated): [name, ..., repeated calls reused, run]
+    edge = [counts for counts in cold.fake_outputs if counts[0] == "to_edge_transform_and_lower"]
+    assert edge and edge[0][5] > 0, cold.fake_outputs
     assert cold.cache_misses > 0 and cold.cache_hits == 0, (cold.cache_hits, cold.cache_misses)
     # the whole call from the lowering cache: to_backend never ran
     assert warm.lowering_cache == ["hit"], warm.lowering_cache

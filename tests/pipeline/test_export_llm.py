@@ -54,6 +54,7 @@ def test_export_llm_quantized_in_verify_mode_gives_the_reference_pte(tiny_refere
     counts = {name: rest for name, *rest in checked.fake_outputs}
     assert counts["to_edge_transform_and_lower"][2] > 0  # quantization operators remembered
     assert counts["to_executorch"][0] > 0  # delegate calls read off their programs
+    assert counts["to_edge_transform_and_lower"][4] > 0  # calls repeated across passes
     answered = checked.retrace_memo[-1]  # the retraces' memo: stand-ins answered too
     assert answered.get("EDGE_DO_NOT_DECOMP.dequantize_affine.default", 0) > 0
 

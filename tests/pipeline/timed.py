@@ -115,12 +115,14 @@ def _record_lowering_cache() -> None:
 
 def _record_fake_outputs(name: str) -> None:
     """The call's outer block's counts of fake outputs known without a run (fastlower):
-    [name, delegate calls reused, run, quantization operator calls reused, run]."""
+    [name, delegate calls reused, run, quantization operator calls reused, run, repeated
+    calls reused, run]."""
     module = sys.modules.get("fastlower.in_process.fake_outputs")
     if module is not None:
         last = module.LAST
         TIMES.setdefault("fake_outputs", []).append(
-            [name, last.delegates_reused, last.delegates_run, last.ops_reused, last.ops_run])
+            [name, last.delegates_reused, last.delegates_run, last.ops_reused, last.ops_run,
+             last.repeats_reused, last.repeats_run])
     memo = sys.modules.get("fastlower.in_process.retrace_quant_ops.memo")
     if memo is not None and name == "to_edge_transform_and_lower":
         TIMES.setdefault("retrace_memo", []).append(dict(memo.LAST.reused_by))

@@ -1,10 +1,12 @@
 """Fake outputs known without running the operator, inside fastlower's lowering steps.
 
 ExecuTorch's ``ExportPass`` re-runs every node on fake tensors to rebuild its
-``meta["val"]``, in every pass. Two kinds of node cost most of that and give what is
+``meta["val"]``, in every pass. Three kinds of call cost most of that and give what is
 already known:
 
 * :mod:`.delegates`: a delegate call, whose original program records its outputs;
+* :mod:`.repeated`: a call torch's fake-tensor cache cannot tell apart from one an
+  earlier pass made: that call's output objects;
 * :mod:`.quant_ops`: torchao's quantization operators, whose outputs depend only on
   their inputs' metadata and which a decoder calls alike in every layer and pass.
 

@@ -30,6 +30,7 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from ..scoped_patch import ScopedMethodPatch
 from .compare import FakeOutputsVerificationError, int_key, outputs_difference
+from . import repeated
 from .emit import emit
 from .scope import current
 
@@ -176,38 +177,49 @@ def _grad_mode() -> Tuple[bool, bool]:
 
 
 def _remembering_fx(original: Callable[..., Any]) -> Callable[..., Any]:
+    """``_ExportPassBase._fx`` inside a block: a call repeated on the same fake tensors
+    (:mod:`.repeated`), else a quantization operator remembered, else ExecuTorch's."""
     def _fx(self: Any, kind: str, target: Any, args: Tuple[Any, ...], kwargs: Dict[str, Any],
             meta: Any) -> Any:
         scope = current()
-        if (scope is None or kind != "call_function"
-                or not scope.by_object(scope.op_targets, target, remembered)):
+        if scope is None or kind != "call_function":
             return original(self, kind, target, args, kwargs, meta)
-        import torch.utils._pytree as pytree
-        from executorch.exir.pass_base import ProxyValue
-
-        args_data, kwargs_data = pytree.tree_map_only(
-            ProxyValue, lambda x: x.data, (args, kwargs))
-        key = call_key(target, args_data, kwargs_data)
-        if key is not None:
-            key = (key, _grad_mode())
-        template = scope.op_outputs.get(key) if key is not None else None
-        if not template:  # not seen, or its outputs could not be remade
-            scope.ops_run += 1
-            result = original(self, kind, target, args, kwargs, meta)
-            if key is not None and key not in scope.op_outputs:
-                scope.op_outputs[key] = _template(result.data, (args_data, kwargs_data)) or False
-            return result
-        scope.ops_reused += 1
-        data = _fresh(template)
-        if scope.mode == "verify":
-            result = original(self, kind, target, args, kwargs, meta)
-            found = outputs_difference(data, result.data)
-            if found is not None:
-                raise FakeOutputsVerificationError(result.proxy.node.name, found)
-            return result
-        return emit(self, kind, target, args, kwargs, meta, data)
+        return repeated.call(self, scope, target, args, kwargs, meta, lambda: _quant_op(
+            self, scope, original, target, args, kwargs, meta))
 
     return functools.wraps(original)(_fx)
+
+
+def _quant_op(self: Any, scope: Any, original: Callable[..., Any], target: Any,
+              args: Tuple[Any, ...], kwargs: Dict[str, Any], meta: Any) -> Any:
+    """A quantization operator's call with outputs like its first run's, or ExecuTorch's."""
+    kind = "call_function"
+    if not scope.by_object(scope.op_targets, target, remembered):
+        return original(self, kind, target, args, kwargs, meta)
+    import torch.utils._pytree as pytree
+    from executorch.exir.pass_base import ProxyValue
+
+    args_data, kwargs_data = pytree.tree_map_only(
+        ProxyValue, lambda x: x.data, (args, kwargs))
+    key = call_key(target, args_data, kwargs_data)
+    if key is not None:
+        key = (key, _grad_mode())
+    template = scope.op_outputs.get(key) if key is not None else None
+    if not template:  # not seen, or its outputs could not be remade
+        scope.ops_run += 1
+        result = original(self, kind, target, args, kwargs, meta)
+        if key is not None and key not in scope.op_outputs:
+            scope.op_outputs[key] = _template(result.data, (args_data, kwargs_data)) or False
+        return result
+    scope.ops_reused += 1
+    data = _fresh(template)
+    if scope.mode == "verify":
+        result = original(self, kind, target, args, kwargs, meta)
+        found = outputs_difference(data, result.data)
+        if found is not None:
+            raise FakeOutputsVerificationError(result.proxy.node.name, found)
+        return result
+    return emit(self, kind, target, args, kwargs, meta, data)
 
 
 def _owner() -> Any:

@@ -22,6 +22,10 @@ class Scope:
         self.op_targets: Dict[int, Tuple[Any, bool]] = {}
         self.delegates_reused = self.delegates_run = 0
         self.ops_reused = self.ops_run = 0
+        from .repeated import Repeats
+
+        self.repeats = Repeats()  # calls repeated on the same fake tensors (.repeated)
+        self.repeats_reused = self.repeats_run = 0
 
     @staticmethod
     def by_object(table: Dict[int, Tuple[Any, Any]], obj: Any,
@@ -41,6 +45,7 @@ class LastCounts(threading.local):
     def __init__(self) -> None:
         self.delegates_reused = self.delegates_run = 0
         self.ops_reused = self.ops_run = 0
+        self.repeats_reused = self.repeats_run = 0
 
 
 LAST = LastCounts()
@@ -60,3 +65,4 @@ def leave(token: Any, scope: Scope) -> None:
     _SCOPE.reset(token)
     LAST.delegates_reused, LAST.delegates_run = scope.delegates_reused, scope.delegates_run
     LAST.ops_reused, LAST.ops_run = scope.ops_reused, scope.ops_run
+    LAST.repeats_reused, LAST.repeats_run = scope.repeats_reused, scope.repeats_run
