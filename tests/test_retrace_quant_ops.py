@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from fastlower.in_process import retrace_quant_ops
+from fastlower.in_process import retrace_quant_ops, shape_env_state
 from fastlower.in_process.retrace_quant_ops import memo as memo_module
 
 
@@ -158,7 +158,7 @@ def test_sizes_divided_by_the_group_are_remade(mode):
 def test_a_state_grown_by_unbacked_symbols_the_call_does_not_use_is_the_same_to_it():
     from torch.utils._sympy.symbol import SymT, make_symbol
 
-    grown = retrace_quant_ops.shape_env.grown_by_other_unbacked
+    grown = shape_env_state.grown_by_other_unbacked
     s0 = make_symbol(SymT.SIZE, 0, integer=True)
     u0, u1, u2 = (make_symbol(SymT.UNBACKED_INT, i, integer=True) for i in range(3))
     before = {"var_to_range": {s0: "[2, 127]", u0: "[0, 127]"}, "replacements": {},
@@ -191,7 +191,7 @@ def test_a_real_new_unbacked_symbols_asserts_are_not_taken_as_unrelated():
     before = env_state(env)
     other = env.create_unbacked_symint()
     torch._check(other >= 2)  # a runtime assert and axioms: fields outside the premise
-    assert not retrace_quant_ops.shape_env.grown_by_other_unbacked(
+    assert not shape_env_state.grown_by_other_unbacked(
         before, env_state(env), {used.node.expr})
 
 

@@ -185,9 +185,19 @@ def _remembering_fx(original: Callable[..., Any]) -> Callable[..., Any]:
         if scope is None or kind != "call_function":
             return original(self, kind, target, args, kwargs, meta)
         return repeated.call(self, scope, target, args, kwargs, meta, lambda: _quant_op(
-            self, scope, original, target, args, kwargs, meta))
+            self, scope, original, target, args, kwargs, meta), functools.partial(
+                _repeat_key, scope))
 
     return functools.wraps(original)(_fx)
+
+
+def _repeat_key(scope: Any, target: Any, args: Any, kwargs: Any) -> Optional[Tuple[Any, ...]]:
+    """A quantization operator's key for :mod:`.repeated` (torch's cache does not take
+    torchao's operators; this module's premise covers them), with grad mode; else None."""
+    if not scope.by_object(scope.op_targets, target, remembered):
+        return None
+    key = call_key(target, args, kwargs)
+    return None if key is None else ("torchao", key, _grad_mode())
 
 
 def _quant_op(self: Any, scope: Any, original: Callable[..., Any], target: Any,

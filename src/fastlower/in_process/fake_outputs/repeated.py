@@ -95,20 +95,6 @@ def _key(mode: Any, op: Any, args: Any, kwargs: Any) -> Optional[Tuple[Any, ...]
     return key, torch.is_grad_enabled(), id(mode)
 
 
-def _quant_op_key(scope: Any, target: Any, args: Any, kwargs: Any) -> Optional[Tuple[Any, ...]]:
-    """A torchao quantization operator's key (:func:`.quant_ops.call_key`, whose premise
-    covers them; torch's cache does not take them), with grad mode; else None."""
-    import torch
-
-    from .quant_ops import call_key, remembered
-
-    if not scope.by_object(scope.op_targets, target, remembered):
-        return None
-    key = call_key(target, args, kwargs)
-    return None if key is None else ("torchao", key, torch.is_grad_enabled(),
-                                     torch.is_inference_mode_enabled())
-
-
 def _rememberable(outputs: Any) -> Optional[List[Any]]:
     """The outputs' leaves when a later call may be given them, else None."""
     import torch
@@ -154,9 +140,12 @@ def _free_slot(repeats: Repeats, key: Any) -> Optional[_Slot]:
 
 
 def call(pass_: Any, scope: Any, target: Any, args: Tuple[Any, ...], kwargs: Dict[str, Any],
-         meta: Any, run: Callable[[], Any]) -> Any:
+         meta: Any, run: Callable[[], Any],
+         other_key: Callable[[Any, Any, Any], Optional[Tuple[Any, ...]]]) -> Any:
     """The node for ``target(*args, **kwargs)`` in ``pass_``'s new graph: with an earlier
-    call's outputs when the call repeats one (see the module), else ``run()``'s."""
+    call's outputs when the call repeats one (see the module), else ``run()``'s.
+    ``other_key(target, args, kwargs)`` keys a call torch's cache does not take (None: it
+    runs)."""
     import torch.utils._pytree as pytree
     from executorch.exir.pass_base import ProxyValue
 
@@ -172,7 +161,7 @@ def call(pass_: Any, scope: Any, target: Any, args: Tuple[Any, ...], kwargs: Dic
         return result
     key = _key(pass_.fake_tensor_mode, op, args_data, kwargs_data)
     if key is None:
-        key = _quant_op_key(scope, target, args_data, kwargs_data)
+        key = other_key(target, args_data, kwargs_data)
         if key is None:
             return run()
     tracer = pass_.tracer
@@ -193,7 +182,7 @@ def _known(pass_: Any, scope: Any, target: Any, args: Tuple[Any, ...], kwargs: D
            meta: Any, data: Any, run: Callable[[], Any]) -> Any:
     if scope.mode != "verify":
         return emit(pass_, "call_function", target, args, kwargs, meta, data)
-    from ..retrace_quant_ops.shape_env import shape_env_changes
+    from ..shape_env_state import shape_env_changes
 
     env = pass_.fake_tensor_mode.shape_env if pass_.fake_tensor_mode is not None else None
     if env is None:

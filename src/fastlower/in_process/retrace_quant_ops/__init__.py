@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from ..fake_outputs.quant_ops import call_key
 from .memo import LAST, PATCH, Memo, RetraceQuantOpsVerificationError, remembering
-from .shape_env import shape_env_changes, shape_env_state, state_difference
+from ..shape_env_state import shape_env_changes, shape_env_state, state_difference
 from .targets import runs_torchao_quant_op
 
 __all__ = ["LAST", "PATCH", "Memo", "RetraceQuantOpsVerificationError", "call_key",

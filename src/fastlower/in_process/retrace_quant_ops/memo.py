@@ -42,7 +42,7 @@ from typing import Any, Callable, Dict, Iterator, Optional
 from ..fake_outputs.quant_ops import call_key
 from ..scoped_patch import ScopedMethodPatch
 from .outputs import Template, remake, template
-from .shape_env import grown_by_other_unbacked, shape_env_state, state_difference
+from ..shape_env_state import grown_by_other_unbacked, shape_env_state, state_difference
 from .targets import runs_torchao_quant_op
 
 __all__ = ["LAST", "PATCH", "RetraceQuantOpsVerificationError", "Memo", "remembering"]
