@@ -19,6 +19,10 @@ run would build, and giving the objects themselves instead of new ones changes n
 later node can see when they alias no input or each other, hold no data-dependent
 (unbacked) symbol, and nothing wrote to them since (a write retires them).
 
+A call answered advances this thread's autograd sequence number as its run did (one real
+view of an empty tensor per autograd node the run made): torch.fx writes that number into
+each new node's ``seq_nr``, so later nodes are numbered as in ExecuTorch.
+
 **Not taken** (the operator runs as ExecuTorch runs it):
 
 * what torch's cache does not take: data-dependent or dynamic-shape operators, in-place
@@ -36,6 +40,7 @@ later node can see when they alias no input or each other, hold no data-dependen
 
 from __future__ import annotations
 
+import functools
 import weakref
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
@@ -46,14 +51,38 @@ __all__ = ["Repeats", "call"]
 
 
 class _Slot:
-    """One remembered call's outputs, and the graph (its tracer) that took them last."""
+    """One remembered call's outputs, the graph (its tracer) that took them last, and how
+    many autograd nodes the call made (autograd's sequence number, which torch.fx writes
+    into a new node's ``seq_nr``, advances by that much)."""
 
-    __slots__ = ("outputs", "leaves", "taker")
+    __slots__ = ("outputs", "leaves", "taker", "autograd_nodes")
 
-    def __init__(self, outputs: Any, leaves: List[Any], taker: Any) -> None:
+    def __init__(self, outputs: Any, leaves: List[Any], taker: Any, autograd_nodes: int) -> None:
         self.outputs = outputs
         self.leaves = leaves
         self.taker = weakref.ref(taker)
+        self.autograd_nodes = autograd_nodes
+
+
+@functools.lru_cache(maxsize=None)
+def _autograd_seed() -> Any:
+    import torch
+
+    return torch.empty(0, requires_grad=True)
+
+
+def _advance_autograd(nodes: int) -> None:
+    """Advance this thread's autograd sequence number as ``nodes`` autograd nodes would
+    (one real view each, outside any mode)."""
+    if nodes <= 0:
+        return
+    import torch
+    from torch.utils._python_dispatch import _disable_current_modes
+
+    seed = _autograd_seed()
+    with _disable_current_modes(), torch.enable_grad():
+        for _ in range(nodes):
+            seed.view_as(seed)
 
 
 class Repeats:
@@ -146,6 +175,7 @@ def call(pass_: Any, scope: Any, target: Any, args: Tuple[Any, ...], kwargs: Dic
     call's outputs when the call repeats one (see the module), else ``run()``'s.
     ``other_key(target, args, kwargs)`` keys a call torch's cache does not take (None: it
     runs)."""
+    import torch
     import torch.utils._pytree as pytree
     from executorch.exir.pass_base import ProxyValue
 
@@ -169,19 +199,23 @@ def call(pass_: Any, scope: Any, target: Any, args: Tuple[Any, ...], kwargs: Dic
     if slot is not None:
         slot.taker = weakref.ref(tracer)
         scope.repeats_reused += 1
-        return _known(pass_, scope, target, args, kwargs, meta, slot.outputs, run)
+        if scope.mode == "verify":
+            return _verified(pass_, slot.outputs, run)
+        _advance_autograd(slot.autograd_nodes)
+        return emit(pass_, "call_function", target, args, kwargs, meta, slot.outputs)
+    sequence = torch.autograd._get_sequence_nr()
     result = run()
     scope.repeats_run += 1
     leaves = _rememberable(result.data)
     if leaves is not None and not _aliases_an_input(leaves, (args_data, kwargs_data)):
-        repeats.slots.setdefault(key, []).append(_Slot(result.data, leaves, tracer))
+        repeats.slots.setdefault(key, []).append(_Slot(
+            result.data, leaves, tracer, torch.autograd._get_sequence_nr() - sequence))
     return result
 
 
-def _known(pass_: Any, scope: Any, target: Any, args: Tuple[Any, ...], kwargs: Dict[str, Any],
-           meta: Any, data: Any, run: Callable[[], Any]) -> Any:
-    if scope.mode != "verify":
-        return emit(pass_, "call_function", target, args, kwargs, meta, data)
+def _verified(pass_: Any, data: Any, run: Callable[[], Any]) -> Any:
+    """Verify mode: the call run, its outputs compared with ``data`` and the shape
+    environment checked unchanged by it."""
     from ..shape_env_state import shape_env_changes
 
     env = pass_.fake_tensor_mode.shape_env if pass_.fake_tensor_mode is not None else None
