@@ -124,8 +124,9 @@ def _key(mode: Any, op: Any, args: Any, kwargs: Any) -> Optional[Tuple[Any, ...]
     return key, torch.is_grad_enabled(), id(mode)
 
 
-def _rememberable(outputs: Any) -> Optional[List[Any]]:
-    """The outputs' leaves when a later call may be given them, else None."""
+def _rememberable(outputs: Any, inputs: Any) -> Optional[List[Any]]:
+    """The outputs' leaves when a later call may be given them (fake tensors of their own
+    storage, sharing it with no input and no other output; ints; None), else None."""
     import torch
     import torch.utils._pytree as pytree
     from torch._subclasses.fake_tensor import FakeTensor
@@ -146,15 +147,10 @@ def _rememberable(outputs: Any) -> Optional[List[Any]]:
             return None
         if kind is not type(None) and free_unbacked_symbols(leaf):
             return None
+    if storages and any(isinstance(leaf, FakeTensor) and leaf.untyped_storage()._cdata
+                        in storages for leaf in pytree.tree_leaves(inputs)):
+        return None
     return leaves
-
-
-def _aliases_an_input(leaves: List[Any], args: Any) -> bool:
-    import torch.utils._pytree as pytree
-
-    outputs = {leaf.untyped_storage()._cdata for leaf in leaves if hasattr(leaf, "fake_mode")}
-    return any(hasattr(leaf, "fake_mode") and leaf.untyped_storage()._cdata in outputs
-               for leaf in pytree.tree_leaves(args))
 
 
 def _free_slot(repeats: Repeats, key: Any) -> Optional[_Slot]:
@@ -206,8 +202,8 @@ def call(pass_: Any, scope: Any, target: Any, args: Tuple[Any, ...], kwargs: Dic
     sequence = torch.autograd._get_sequence_nr()
     result = run()
     scope.repeats_run += 1
-    leaves = _rememberable(result.data)
-    if leaves is not None and not _aliases_an_input(leaves, (args_data, kwargs_data)):
+    leaves = _rememberable(result.data, (args_data, kwargs_data))
+    if leaves is not None:
         repeats.slots.setdefault(key, []).append(_Slot(
             result.data, leaves, tracer, torch.autograd._get_sequence_nr() - sequence))
     return result

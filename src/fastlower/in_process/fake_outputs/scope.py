@@ -7,6 +7,8 @@ import threading
 from contextvars import ContextVar
 from typing import Any, Callable, Dict, Optional, Tuple
 
+from .repeated import Repeats
+
 __all__ = ["LAST", "LastCounts", "Scope", "current", "enter", "leave"]
 
 
@@ -22,8 +24,6 @@ class Scope:
         self.op_targets: Dict[int, Tuple[Any, bool]] = {}
         self.delegates_reused = self.delegates_run = 0
         self.ops_reused = self.ops_run = 0
-        from .repeated import Repeats
-
         self.repeats = Repeats()  # calls repeated on the same fake tensors (.repeated)
         self.repeats_reused = self.repeats_run = 0
 
