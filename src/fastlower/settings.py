@@ -55,6 +55,7 @@ variable                        type    default meaning
 ``FASTLOWER_SYM_ARITH``         choice  on      SymNode arithmetic remembered: on/off/verify
 ``FASTLOWER_TORCH_EXPORT``      choice  inside  the pipeline's exports' block: inside/outside
 ``FASTLOWER_EDGE_TRANSFORM``    choice  inside  the pipeline's edge transform: inside/outside
+``FASTLOWER_GRAPH_CODE``        choice  once    graph code compiled per text: once/each/verify
 =============================== ======= ======= =============================================
 
 (The test suites' own switches, ``FASTLOWER_CONFORMANCE_IMPL``, ``FASTLOWER_FUZZ_*``,
@@ -79,11 +80,10 @@ __all__ = [
     "allow_untested_versions", "ALLOW_UNTESTED_VERSIONS", "choice", "EDGE_RETRACES",
     "preprocess_classes", "PREPROCESS_CLASSES", "NODE_HISTORY", "FAKE_OUTPUTS", "heap_freeze",
     "HEAP_FREEZE", "RETRACE_QUANT_OPS", "CIA_OPS", "SYM_ARITH", "TORCH_EXPORT", "EDGE_TRANSFORM",
-    "shared_cache", "shared_cache_endpoint", "shared_cache_timeout", "SHARED_CACHE",
+    "GRAPH_CODE", "shared_cache", "shared_cache_endpoint", "shared_cache_timeout", "SHARED_CACHE",
     "SHARED_CACHE_ENDPOINT", "SHARED_CACHE_TIMEOUT", "WORKERS", "CACHE_DIR", "CACHE_SIZE",
     "CACHE_VERIFY", "CACHE_KEY_FILE", "PROGRESS", "START_METHOD", "LOWERING_CACHE",
-    "NATIVE_PARTITIONERS", "VALIDATE_ALL", "FORCE_PYTHON",
-]
+    "NATIVE_PARTITIONERS", "VALIDATE_ALL", "FORCE_PYTHON"]
 
 TRUE_WORDS = ("1", "true", "yes", "on")
 FALSE_WORDS = ("0", "false", "no", "off")
@@ -111,6 +111,7 @@ CIA_OPS = "FASTLOWER_CIA_OPS"
 SYM_ARITH = "FASTLOWER_SYM_ARITH"
 TORCH_EXPORT = "FASTLOWER_TORCH_EXPORT"
 EDGE_TRANSFORM = "FASTLOWER_EDGE_TRANSFORM"
+GRAPH_CODE = "FASTLOWER_GRAPH_CODE"
 HQQ = "FASTLOWER_HQQ"
 SHARED_CACHE = "FASTLOWER_SHARED_CACHE"
 SHARED_CACHE_ENDPOINT = "FASTLOWER_SHARED_CACHE_ENDPOINT"
@@ -225,6 +226,9 @@ VARIABLES: Dict[str, Variable] = {v.name: v for v in (
     Variable(EDGE_TRANSFORM, "choice", "inside", "the pipeline's EdgeProgramManager.transform "
              "in fastlower's lowering block (inside), or not (outside)",
              choices=("inside", "outside")),
+    Variable(GRAPH_CODE, "choice", "once", "a graph module's generated Python compiled once "
+             "per source text while fastlower lowers (once), at each recompile (each: torch's "
+             "way), or both and compared (verify)", choices=("once", "each", "verify")),
     Variable(HQQ, "choice", "native", "torchao's HQQ weight quantization (export_llm's 8da4w) "
              "computed by fastlower's native kernels, torchao's bits (native), by torchao "
              "(torchao), or both and compared (verify)", choices=HQQ_MODES),
@@ -364,15 +368,9 @@ def allow_untested_versions() -> bool:
     return bool(get(ALLOW_UNTESTED_VERSIONS))
 
 
-
 def preprocess_classes() -> str:
     """``FASTLOWER_PREPROCESS_CLASSES``: ``derive`` (default), ``verify`` or ``off``."""
     return cast(str, get(PREPROCESS_CLASSES))
-
-
-
-
-
 
 
 def choice(name: str) -> str:

@@ -1,5 +1,5 @@
-"""One method of a third-party class, replaced for good once fastlower first needs it,
-and acting only where a context variable says so.
+"""One method of a third-party class (or one function of a module), replaced for good
+once fastlower first needs it, and acting only where a context variable says so.
 
 The replacement is bound by the first :meth:`ScopedMethodPatch.install` and kept until
 :meth:`ScopedMethodPatch.uninstall`; the replacement itself checks its context variable
@@ -22,9 +22,9 @@ __all__ = ["ScopedMethodPatch"]
 class ScopedMethodPatch:
     """``owner().<name>`` replaced by ``replace(original)`` while installed."""
 
-    def __init__(self, owner: Callable[[], type], name: str,
+    def __init__(self, owner: Callable[[], Any], name: str,
                  replace: Callable[[Callable[..., Any]], Callable[..., Any]]) -> None:
-        self._owner = owner  # imports the class on first use
+        self._owner = owner  # imports the class (or module) on first use
         self._name = name
         self._replace = replace
         self._lock = threading.Lock()

@@ -13,11 +13,13 @@ by each step, nesting freely.
 * :mod:`.cia_ops`: torch's CompositeImplicitAutograd operators materialized into
   ``torch.ops`` once, not once per namespace in each retrace (``FASTLOWER_CIA_OPS``);
 * :mod:`.sym_arith`: torch's arithmetic on symbolic sizes remembered per shape
-  environment (``FASTLOWER_SYM_ARITH``).
+  environment (``FASTLOWER_SYM_ARITH``);
+* :mod:`.graph_code`: a graph module's generated Python compiled once per source text
+  (``FASTLOWER_GRAPH_CODE``).
 
 :func:`export_step` is the block of ``torch.export.export`` and
 ``ExportedProgram.run_decompositions`` called by the pipeline itself
-(:mod:`.torch_export`): only the heap freeze and the three memos, which change how fast
+(:mod:`.torch_export`): only the heap freeze and the four memos, which change how fast
 torch computes, not what; no graph is touched.
 
 Each is listed, with what it patches and how to turn it off, in docs/embedding.md.
@@ -31,6 +33,7 @@ from typing import Iterator
 
 from .cia_ops import materialized_once
 from .fake_outputs import known_outputs
+from .graph_code import compiled_once
 from .heap_freeze import frozen_heap
 from .node_history import shared_history
 from .retrace_quant_ops import remembering
@@ -46,13 +49,13 @@ _INSIDE: ContextVar[bool] = ContextVar("fastlower_in_process_block", default=Fal
 
 @contextmanager
 def _faster() -> Iterator[None]:
-    """What both blocks hold: this task marked inside, the heap frozen, the three memos."""
+    """What both blocks hold: this task marked inside, the heap frozen, the four memos."""
     from .. import settings
 
     token = _INSIDE.set(True)
     try:
         with frozen_heap(), remembering(settings.choice(settings.RETRACE_QUANT_OPS)), \
-                materialized_once(), remembered():
+                materialized_once(), remembered(), compiled_once():
             yield
     finally:
         _INSIDE.reset(token)
