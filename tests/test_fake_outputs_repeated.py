@@ -5,7 +5,7 @@ same program, inside the block and outside it (ExecuTorch's way), and compares e
 node's value (metadata, and which values are the same object or a view of which), so a
 reuse the premise does not cover shows as a difference: a duplicate node, an in-place
 write, a data-dependent size, a view of a value run again, grad mode, a corrupted memo
-in verify mode."""
+in verify mode, torch's own pass base beside ExecuTorch's."""
 
 from __future__ import annotations
 
@@ -94,11 +94,12 @@ def _described(graph: torch.fx.GraphModule) -> list:
             facts.append((text, same, base, getattr(leaf, "_base", None) is not None))
         for leaf in leaves:
             owners.setdefault(id(leaf), index)
-        out.append((node.name, str(node.target), facts, node.meta.get("seq_nr")))
+        out.append((node.name, str(node.target), facts,
+                    str(node.meta.get("unbacked_bindings")), node.meta.get("seq_nr")))
     # autograd's sequence numbers differ between two runs by a constant: compare the steps
-    numbers = [entry[3] for entry in out if entry[3] is not None]
+    numbers = [entry[4] for entry in out if entry[4] is not None]
     first = min(numbers, default=0)
-    return [(*entry[:3], None if entry[3] is None else entry[3] - first) for entry in out]
+    return [(*entry[:4], None if entry[4] is None else entry[4] - first) for entry in out]
 
 
 def _same_both_ways(make, passes, grad=None) -> int:
@@ -248,3 +249,32 @@ def test_an_edge_operator_counts_as_its_aten_operator():
                                                                  False)
     assert repeated._operator(torch.ops.aten.add_.Tensor) == (torch.ops.aten.add_.Tensor, True)
     assert repeated._operator(torch.ops.higher_order.cond)[0] is None
+
+
+def _view_copies():
+    from torch._export.passes.replace_view_ops_with_view_copy_ops_pass import (
+        ReplaceViewOpsWithViewCopyOpsPass,
+    )
+
+    return ReplaceViewOpsWithViewCopyOpsPass()
+
+
+@pytest.mark.parametrize("order", ["torch_first", "executorch_first"])
+def test_torchs_pass_base_gives_and_takes_outputs(order):
+    """ExecuTorch's edge stage runs torch's ``ReplaceViewOpsWithViewCopyOpsPass`` (torch's
+    deprecated pass base, its own ``ProxyValue``) before its ``ExportPass``es: a call
+    repeated across the two bases takes the earlier one's outputs, either way round."""
+    def passes():
+        first, second = (_view_copies(), ExportPass()) if order == "torch_first" else (
+            ExportPass(), _view_copies())
+        return [first, second]
+
+    reused = _same_both_ways(lambda: _graph(_Block(), torch.randn(4, 8)), passes())
+    assert reused >= 4  # the second pass took the first's: linear, relu, mul, add...
+
+
+def test_torchs_pass_base_with_a_data_dependent_size():
+    """torch's base records unbacked bindings on new nodes; each pass's ``item()`` makes a
+    new symbol and what depends on it runs, the rest is taken, as ExecuTorch runs it."""
+    _same_both_ways(lambda: _graph(_DataDependent(), torch.randn(3), torch.tensor(2)),
+                    [_view_copies(), _view_copies(), ExportPass()])

@@ -16,8 +16,9 @@ values are compared, :mod:`.emit` how a node is made with known outputs.
 ``FASTLOWER_FAKE_OUTPUTS``: ``reuse`` (the default), ``run`` (ExecuTorch's way
 throughout), ``verify`` (both, compared; :class:`FakeOutputsVerificationError` at the
 first difference). The patches (``ExportPass.call_delegate``,
-``_ExportPassBase._fx``) are bound by the first block and kept until :func:`uninstall`;
-outside a block they run ExecuTorch's methods.
+``_ExportPassBase._fx`` and torch's ``_ExportPassBaseDeprecatedDoNotUse._fx``) are bound by
+the first block and kept until :func:`uninstall`; outside a block they run the bases' own
+methods.
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ from .scope import LAST, Scope, enter, leave
 
 __all__ = ["FakeOutputsVerificationError", "LAST", "installed", "known_outputs", "uninstall"]
 
-_PATCHES = (delegates.PATCH, quant_ops.PATCH)
+_PATCHES = (delegates.PATCH, quant_ops.PATCH, quant_ops.TORCH_PATCH)
 
 
 def installed() -> bool:

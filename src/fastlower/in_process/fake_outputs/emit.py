@@ -1,12 +1,15 @@
-"""A node emitted into an ``ExportPass``'s new graph with outputs known beforehand: what
-``_ExportPassBase._fx`` (``executorch/exir/pass_base.py``) does after running the
-operator, step for step."""
+"""A node emitted into a pass's new graph with outputs known beforehand: what the pass
+base's ``_fx`` does after running the operator, step for step. Two bases: ExecuTorch's
+``_ExportPassBase`` (``executorch/exir/pass_base.py``) and torch's
+``_ExportPassBaseDeprecatedDoNotUse`` (``torch/_export/pass_base.py``, under ExecuTorch's
+``ReplaceViewOpsWithViewCopyOpsPass``), which also records the outputs' unbacked bindings
+and has its own ``ProxyValue`` class."""
 
 from __future__ import annotations
 
 from typing import Any, Dict, Tuple
 
-__all__ = ["emit", "runs_export_pass_fx"]
+__all__ = ["emit", "proxy_value_class", "runs_export_pass_fx"]
 
 
 def runs_export_pass_fx(pass_: Any) -> bool:
@@ -17,19 +20,42 @@ def runs_export_pass_fx(pass_: Any) -> bool:
     return type(pass_)._fx is _ExportPassBase.__dict__["_fx"]
 
 
+def _torch_base(pass_: Any) -> bool:
+    from executorch.exir.pass_base import _ExportPassBase
+
+    return not isinstance(pass_, _ExportPassBase)
+
+
+def proxy_value_class(pass_: Any) -> type:
+    """The ``ProxyValue`` class of ``pass_``'s base."""
+    if _torch_base(pass_):
+        from torch._export.pass_infra.proxy_value import ProxyValue as TorchProxyValue
+
+        return TorchProxyValue
+    from executorch.exir.pass_base import ProxyValue
+
+    return ProxyValue
+
+
 def emit(pass_: Any, kind: str, target: Any, args: Tuple[Any, ...], kwargs: Dict[str, Any],
          meta: Any, data: Any) -> Any:
     """The node for ``target(*args, **kwargs)`` with ``data`` as its result."""
     import torch
     import torch.utils._pytree as pytree
-    from executorch.exir.pass_base import ProxyValue
 
+    proxy_value = proxy_value_class(pass_)
     args_proxy, kwargs_proxy = pytree.tree_map_only(
-        ProxyValue, lambda x: x.proxy, (args, kwargs))
+        proxy_value, lambda x: x.proxy, (args, kwargs))
     name = None
     if isinstance(target, torch._ops.OpOverload):
         name = pass_.tracer.graph._target_to_str(target.overloadpacket.__name__)
     proxy = pass_.tracer.create_proxy(kind, target, args_proxy, kwargs_proxy, name=name)
     proxy.node.meta.update(meta.data)
+    if _torch_base(pass_) and pass_.fake_tensor_mode and (
+            shape_env := pass_.fake_tensor_mode.shape_env):
+        from torch.fx.experimental.symbolic_shapes import compute_unbacked_bindings
+
+        if symbol_to_path := compute_unbacked_bindings(shape_env, data):
+            proxy.node.meta["unbacked_bindings"] = symbol_to_path
     pass_.tracer.set_metadata(proxy.node, data)
-    return ProxyValue(data, proxy)
+    return proxy_value(data, proxy)

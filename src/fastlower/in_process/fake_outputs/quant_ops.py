@@ -31,10 +31,10 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 from ..scoped_patch import ScopedMethodPatch
 from .compare import FakeOutputsVerificationError, int_key, outputs_difference
 from . import repeated
-from .emit import emit
+from .emit import emit, proxy_value_class
 from .scope import current
 
-__all__ = ["PATCH", "remembered"]
+__all__ = ["PATCH", "TORCH_PATCH", "remembered"]
 
 _PLAIN = (int, float, bool, str, type(None))
 
@@ -207,10 +207,9 @@ def _quant_op(self: Any, scope: Any, original: Callable[..., Any], target: Any,
     if not scope.by_object(scope.op_targets, target, remembered):
         return original(self, kind, target, args, kwargs, meta)
     import torch.utils._pytree as pytree
-    from executorch.exir.pass_base import ProxyValue
 
     args_data, kwargs_data = pytree.tree_map_only(
-        ProxyValue, lambda x: x.data, (args, kwargs))
+        proxy_value_class(self), lambda x: x.data, (args, kwargs))
     key = call_key(target, args_data, kwargs_data)
     if key is not None:
         key = (key, _grad_mode())
@@ -238,4 +237,13 @@ def _owner() -> Any:
     return _ExportPassBase
 
 
+def _torch_owner() -> Any:
+    from torch._export.pass_base import _ExportPassBaseDeprecatedDoNotUse
+
+    return _ExportPassBaseDeprecatedDoNotUse
+
+
 PATCH = ScopedMethodPatch(_owner, "_fx", _remembering_fx)
+# torch's pass base, under ExecuTorch's ReplaceViewOpsWithViewCopyOpsPass (the edge
+# stage's first pass): the same, with torch's ProxyValue and unbacked bindings (.emit)
+TORCH_PATCH = ScopedMethodPatch(_torch_owner, "_fx", _remembering_fx)

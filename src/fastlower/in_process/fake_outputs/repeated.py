@@ -21,7 +21,9 @@ later node can see when they alias no input or each other, hold no data-dependen
 
 A call answered advances this thread's autograd sequence number as its run did (one real
 view of an empty tensor per autograd node the run made): torch.fx writes that number into
-each new node's ``seq_nr``, so later nodes are numbered as in ExecuTorch.
+each new node's ``seq_nr``, so later nodes are numbered as in ExecuTorch. torch's
+deprecated pass base (under ``ReplaceViewOpsWithViewCopyOpsPass``) is served alike;
+:mod:`.emit` takes its steps.
 
 **Not taken** (the operator runs as ExecuTorch runs it):
 
@@ -45,7 +47,7 @@ import weakref
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from .compare import FakeOutputsVerificationError, outputs_difference
-from .emit import emit
+from .emit import emit, proxy_value_class
 
 __all__ = ["Repeats", "call"]
 
@@ -173,12 +175,12 @@ def call(pass_: Any, scope: Any, target: Any, args: Tuple[Any, ...], kwargs: Dic
     runs)."""
     import torch
     import torch.utils._pytree as pytree
-    from executorch.exir.pass_base import ProxyValue
 
     op, writes = _operator(target)
     if op is None:
         return run()
-    args_data, kwargs_data = pytree.tree_map_only(ProxyValue, lambda x: x.data, (args, kwargs))
+    args_data, kwargs_data = pytree.tree_map_only(
+        proxy_value_class(pass_), lambda x: x.data, (args, kwargs))
     repeats: Repeats = scope.repeats
     if writes:
         result = run()
