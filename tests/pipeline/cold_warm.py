@@ -31,6 +31,10 @@ def reference_then_cold_then_warm(config: LlmConfig, tmp_path: Path,
     # the export block and the lowering's steps reached torch's symbolic arithmetic (a
     # program with symbolic sizes: export_llm's dynamic sequence length)
     assert reference.sym_arith == {} and cold.sym_arith.get("answered", 0) > 0, cold.sym_arith
+    # and compiled a graph module's source once per text (in_process.graph_code: a torch
+    # whose function it does not know is left alone, and this fails)
+    assert reference.graph_code == {} and cold.graph_code.get("remembered", 0) > 0, \
+        cold.graph_code
     # ExecuTorch's passes in the edge stage took earlier passes' fake outputs
     # (in_process.fake_outputs.repeated): [name, ..., repeated calls reused, run]
     edge = [counts for counts in cold.fake_outputs if counts[0] == "to_edge_transform_and_lower"]

@@ -184,6 +184,8 @@ class ExportRun:
     retrace_memo: List[Dict[str, int]] = dataclasses.field(default_factory=list)
     # fastlower: SymNode arithmetic answered from its memo / computed (in_process.sym_arith)
     sym_arith: Dict[str, int] = dataclasses.field(default_factory=dict)
+    # fastlower: graph modules' code remembered / compiled (in_process.graph_code)
+    graph_code: Dict[str, int] = dataclasses.field(default_factory=dict)
     children_peak_rss_bytes: int = 0
     calls_peak_rss: List[List[int]] = dataclasses.field(default_factory=list)
     calls_cpu_seconds: List[float] = dataclasses.field(default_factory=list)
@@ -263,6 +265,7 @@ def run_export(impl: str, config: LlmConfig, work: Path, *, cache_dir: Optional[
         fake_outputs=times.get("fake_outputs", []),
         retrace_memo=times.get("retrace_memo", []),
         sym_arith=times.get("sym_arith", {}),
+        graph_code=times.get("graph_code", {}),
         children_peak_rss_bytes=times.get("children_peak_rss_bytes", 0),
         calls_peak_rss=times.get("calls_peak_rss", []),
         calls_cpu_seconds=times.get("calls_cpu_seconds", []),

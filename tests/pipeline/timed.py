@@ -192,6 +192,9 @@ def main(argv: List[str]) -> None:
         arithmetic = sys.modules.get("fastlower.in_process.sym_arith")
         if arithmetic is not None:  # symbolic-size arithmetic answered / computed
             TIMES["sym_arith"] = arithmetic.counts()
+        graph_code = sys.modules.get("fastlower.in_process.graph_code")
+        if graph_code is not None:  # graph modules' code remembered / compiled
+            TIMES["graph_code"] = graph_code.counts()
         with open(out, "w") as f:
             json.dump(TIMES, f)
 
