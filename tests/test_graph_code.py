@@ -5,6 +5,7 @@ the program lowered with the memo is ExecuTorch's."""
 
 from __future__ import annotations
 
+import functools
 import linecache
 import traceback
 
@@ -117,6 +118,9 @@ def test_only_torchs_function_is_replaced():
         exec(src, globals)
 
     assert graph_code._compiling_once(another) is another
+    # something else bound there (no Python code object of its own) is left alone too
+    wrapped = functools.partial(another)
+    assert graph_code._compiling_once(wrapped) is wrapped
     graph_code.uninstall()
     torchs = fx_graph_module._exec_with_source
     assert graph_code._compiling_once(torchs) is not torchs

@@ -126,7 +126,7 @@ def _graph_module() -> ModuleType:
 def _compiling_once(original: Callable[..., None]) -> Callable[..., None]:
     """torch's ``_exec_with_source`` taking the code from the block's memo inside a block
     (the same steps otherwise), ``original`` outside one or over another torch's function."""
-    if original.__code__.co_names != _TORCH_NAMES:
+    if getattr(getattr(original, "__code__", None), "co_names", None) != _TORCH_NAMES:
         return original
     loader = _graph_module()._loader
 

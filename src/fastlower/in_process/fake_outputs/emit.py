@@ -7,6 +7,7 @@ and has its own ``ProxyValue`` class."""
 
 from __future__ import annotations
 
+import functools
 from typing import Any, Dict, Tuple
 
 __all__ = ["emit", "proxy_value_class", "runs_export_pass_fx"]
@@ -20,21 +21,22 @@ def runs_export_pass_fx(pass_: Any) -> bool:
     return type(pass_)._fx is _ExportPassBase.__dict__["_fx"]
 
 
-def _torch_base(pass_: Any) -> bool:
-    from executorch.exir.pass_base import _ExportPassBase
+@functools.lru_cache(maxsize=64)
+def _base(cls: type) -> Tuple[type, bool]:
+    """The ``ProxyValue`` class of pass class ``cls``'s base, and whether the base is
+    torch's (looked up once per class: this runs for every node of every pass)."""
+    from executorch.exir.pass_base import ProxyValue, _ExportPassBase
 
-    return not isinstance(pass_, _ExportPassBase)
+    if issubclass(cls, _ExportPassBase):
+        return ProxyValue, False
+    from torch._export.pass_infra.proxy_value import ProxyValue as TorchProxyValue
+
+    return TorchProxyValue, True
 
 
 def proxy_value_class(pass_: Any) -> type:
     """The ``ProxyValue`` class of ``pass_``'s base."""
-    if _torch_base(pass_):
-        from torch._export.pass_infra.proxy_value import ProxyValue as TorchProxyValue
-
-        return TorchProxyValue
-    from executorch.exir.pass_base import ProxyValue
-
-    return ProxyValue
+    return _base(pass_.__class__)[0]
 
 
 def emit(pass_: Any, kind: str, target: Any, args: Tuple[Any, ...], kwargs: Dict[str, Any],
@@ -43,7 +45,7 @@ def emit(pass_: Any, kind: str, target: Any, args: Tuple[Any, ...], kwargs: Dict
     import torch
     import torch.utils._pytree as pytree
 
-    proxy_value = proxy_value_class(pass_)
+    proxy_value, torch_base = _base(pass_.__class__)
     args_proxy, kwargs_proxy = pytree.tree_map_only(
         proxy_value, lambda x: x.proxy, (args, kwargs))
     name = None
@@ -51,7 +53,7 @@ def emit(pass_: Any, kind: str, target: Any, args: Tuple[Any, ...], kwargs: Dict
         name = pass_.tracer.graph._target_to_str(target.overloadpacket.__name__)
     proxy = pass_.tracer.create_proxy(kind, target, args_proxy, kwargs_proxy, name=name)
     proxy.node.meta.update(meta.data)
-    if _torch_base(pass_) and pass_.fake_tensor_mode and (
+    if torch_base and pass_.fake_tensor_mode and (
             shape_env := pass_.fake_tensor_mode.shape_env):
         from torch.fx.experimental.symbolic_shapes import compute_unbacked_bindings
 

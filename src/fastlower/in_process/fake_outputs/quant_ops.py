@@ -177,8 +177,9 @@ def _grad_mode() -> Tuple[bool, bool]:
 
 
 def _remembering_fx(original: Callable[..., Any]) -> Callable[..., Any]:
-    """``_ExportPassBase._fx`` inside a block: a call repeated on the same fake tensors
-    (:mod:`.repeated`), else a quantization operator remembered, else ExecuTorch's."""
+    """A pass base's ``_fx`` (ExecuTorch's or torch's) inside a block: a call repeated on
+    the same fake tensors (:mod:`.repeated`), else a quantization operator remembered,
+    else the base's own."""
     def _fx(self: Any, kind: str, target: Any, args: Tuple[Any, ...], kwargs: Dict[str, Any],
             meta: Any) -> Any:
         scope = current()
