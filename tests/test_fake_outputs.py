@@ -28,14 +28,16 @@ SLOW = [("executorch_llama-dynamic", "dq+xnnpack"), ("executorch_llama", "dq+xnn
 
 
 def _pte(family: str, setup: str, fastlower: bool, n_layers: int = 2):
-    from executorch.exir import to_edge_transform_and_lower
+    import executorch.exir  # the entry point looked up inside the block: all of it fastlower's
 
     program = aten_program(family, n_layers)
     if not fastlower:
-        manager = to_edge_transform_and_lower(program, partitioner=partitioners(setup))
+        manager = executorch.exir.to_edge_transform_and_lower(
+            program, partitioner=partitioners(setup))
         return manager.to_executorch()
     with patch.installed():
-        manager = to_edge_transform_and_lower(program, partitioner=partitioners(setup))
+        manager = executorch.exir.to_edge_transform_and_lower(
+            program, partitioner=partitioners(setup))
         return manager.to_executorch()
 
 

@@ -121,13 +121,14 @@ def test_environment_switch_off(monkeypatch, native_calls):
 
 def test_patch_installed_uses_native_partitioners(native_calls):
     """to_edge_transform_and_lower under fastlower.patch.installed() proposes natively."""
-    from executorch.exir import to_edge_transform_and_lower
+    import executorch.exir  # looked up inside the block: a name bound before is the reference
 
     import fastlower.patch
 
     built = build_llama_case(1)
     with fastlower.patch.installed():
-        to_edge_transform_and_lower(built.aten, partitioner=[XnnpackPartitioner()])
+        executorch.exir.to_edge_transform_and_lower(built.aten,
+                                                    partitioner=[XnnpackPartitioner()])
     assert native_calls == ["group"]
 
 

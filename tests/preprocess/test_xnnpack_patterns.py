@@ -119,7 +119,7 @@ def test_with_the_operator_executorchs_method_runs(pass_name, model, shape, monk
 
 def test_lowering_with_and_without_the_skip_gives_the_same_pte():
     from executorch.backends.xnnpack.partition.xnnpack_partitioner import XnnpackPartitioner
-    from executorch.exir import to_edge_transform_and_lower
+    import executorch.exir  # looked up inside the block: a name bound before is the reference
 
     class Both(torch.nn.Module):
         def forward(self, x):
@@ -128,10 +128,10 @@ def test_lowering_with_and_without_the_skip_gives_the_same_pte():
     def pte(fastlower: bool) -> bytes:
         program = torch.export.export(Both(), (torch.randn(1, 2, 4, 4),))
         if not fastlower:
-            return to_edge_transform_and_lower(
+            return executorch.exir.to_edge_transform_and_lower(
                 program, partitioner=[XnnpackPartitioner()]).to_executorch().buffer
         with patch.installed():
-            return to_edge_transform_and_lower(
+            return executorch.exir.to_edge_transform_and_lower(
                 program, partitioner=[XnnpackPartitioner()]).to_executorch().buffer
 
     assert pte(True) == pte(False)

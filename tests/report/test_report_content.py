@@ -212,15 +212,16 @@ def test_model_explorer_overlay_shape():
 
 
 def test_report_for_an_edge_program_manager_from_to_edge_transform_and_lower():
+    import executorch.exir  # looked up inside the block: a name bound before is the reference
     import fastlower.patch
-    from executorch.exir import to_edge_transform_and_lower
 
     from tests.report.toy import AddMulPartitioner, AddMulSin
 
     aten = torch.export.export(AddMulSin(), (torch.randn(3, 4),))
     with warnings.catch_warnings(), fastlower.patch.installed():
         warnings.simplefilter("ignore")
-        manager = to_edge_transform_and_lower(aten, partitioner=[AddMulPartitioner()])
+        manager = executorch.exir.to_edge_transform_and_lower(
+            aten, partitioner=[AddMulPartitioner()])
     report = fastlower.report_for(manager)
     assert report is fastlower.last_report() and report.delegated_nodes == 4
 

@@ -44,13 +44,14 @@ def aten_program(family: str, qmode: str, n_layers: int = 3, seed: int = 0):
 def lower(program, partitioners, fastlower: bool):
     """``to_edge_transform_and_lower`` then ``to_executorch``: ExecuTorch's, or under
     ``fastlower.patch``; the manager and the ExecuTorch program."""
-    from executorch.exir import to_edge_transform_and_lower
+    import executorch.exir  # looked up inside the block: a name bound before is the reference
 
     from fastlower import patch
 
     if fastlower:
         with patch.installed():
-            manager = to_edge_transform_and_lower(program, partitioner=partitioners)
+            manager = executorch.exir.to_edge_transform_and_lower(
+                program, partitioner=partitioners)
     else:
-        manager = to_edge_transform_and_lower(program, partitioner=partitioners)
+        manager = executorch.exir.to_edge_transform_and_lower(program, partitioner=partitioners)
     return manager, manager.to_executorch()

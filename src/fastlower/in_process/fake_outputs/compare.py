@@ -4,10 +4,11 @@ offset, dtype, device, layout, ``requires_grad``, whether it is a view, fake mod
 
 from __future__ import annotations
 
-from typing import Any, Optional
+import functools
+from typing import Any, FrozenSet, Optional, Tuple
 
-__all__ = ["FakeOutputsVerificationError", "difference", "int_key", "is_value",
-           "outputs_difference"]
+__all__ = ["FakeOutputsVerificationError", "carried_state", "difference", "int_key",
+           "is_value", "outputs_difference"]
 
 
 class FakeOutputsVerificationError(AssertionError):
@@ -59,6 +60,42 @@ def difference(recorded: Any, given: Any) -> Optional[str]:
         if read(recorded) != read(given):
             return f"{name} {read(recorded)} against {read(given)}"
     return None
+
+
+@functools.lru_cache(maxsize=None)
+def _fresh_state() -> Tuple[Tuple[str, ...], FrozenSet[str]]:
+    """torch's per-tensor memos of data-dependent answers (``item_memo``,
+    ``nonzero_memo``... as their raw attributes) and the attributes a new fake tensor has."""
+    import torch
+    from torch._subclasses.fake_tensor import FakeTensor, FakeTensorMode, SymNumberMemoDescriptor
+    from torch.utils._python_dispatch import _disable_current_modes
+
+    memos = tuple(f"_{name}" for name, value in vars(FakeTensor).items()
+                  if isinstance(value, SymNumberMemoDescriptor))
+    with _disable_current_modes(), FakeTensorMode():
+        fresh = torch.empty(0)
+    return memos, frozenset(fresh.__dict__)
+
+
+def carried_state(value: Any) -> Optional[str]:
+    """What a fake tensor carries that a new run's output would not (None: nothing):
+    torch's memo of a data-dependent answer (``item()``, ``nonzero``, ``unique``... give the
+    memo's symbol again for the same object, a new symbol for a new one), a constant or
+    real tensor, or an attribute a new fake tensor does not have."""
+    from torch._subclasses.fake_tensor import FakeTensor
+
+    if not isinstance(value, FakeTensor):
+        return None
+    memos, fresh = _fresh_state()
+    state = value.__dict__
+    for name in memos:
+        if state.get(name) is not None:
+            return f"torch's {name.lstrip('_')} {state[name]!r}"
+    for name in ("constant", "real_tensor"):
+        if state.get(name) is not None:
+            return f"a {name.replace('_', ' ')}"
+    extra = sorted(set(state) - fresh)
+    return f"attributes {extra}" if extra else None
 
 
 def outputs_difference(known: Any, ran: Any) -> Optional[str]:

@@ -19,7 +19,9 @@ that do), instead of running it. It runs ExecuTorch's code when they do not agre
 when the run could differ from the record: a program whose graph holds a data-dependent
 (unbacked) symbol (a run would make a new one), outputs other than user outputs or not
 computed by the program, or a value that is not a fake tensor or a symbolic/plain int
-(a real tensor input, for one).
+(a real tensor input, for one), or when a recorded output carries a memo a later
+operator left on it (torch gives an ``item()`` of the same fake tensor the same symbol,
+of a run's new one a new symbol).
 
 The patch on ``ExportPass.call_delegate`` (:data:`PATCH`) is bound by the first block
 and kept until it is uninstalled; outside a block it runs ExecuTorch's method.
@@ -31,7 +33,8 @@ import functools
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from ..scoped_patch import ScopedMethodPatch
-from .compare import FakeOutputsVerificationError, difference, is_value, outputs_difference
+from .compare import (FakeOutputsVerificationError, carried_state, difference, is_value,
+                      outputs_difference)
 from .emit import emit, runs_export_pass_fx
 from .scope import Scope, current
 
@@ -101,6 +104,8 @@ def _known(scope: Scope, lowered_module: Any, args: Tuple[Any, ...]) -> Optional
     for value, recorded in zip(given, record.inputs):
         if not is_value(value) or difference(recorded, value) is not None:
             return None
+    if any(carried_state(value) is not None for value in record.outputs):
+        return None  # a later item() of an output left its memo: a run gives new ones
     outputs = pytree.tree_unflatten(list(record.outputs), record.out_spec)
     graded = any(isinstance(value, torch.Tensor) and value.requires_grad for value in given)
     return _as_autograd_gives(outputs, graded)
@@ -132,6 +137,8 @@ def _as_autograd_gives(outputs: Any, graded: bool) -> Any:
 def _reusing_call_delegate(original: Callable[..., Any]) -> Callable[..., Any]:
     def call_delegate(self: Any, lowered_module: Any, args: Tuple[Any, ...],
                       kwargs: Dict[str, Any], meta: Any) -> Any:
+        import torch.utils._pytree as pytree
+
         scope = current()
         if scope is None:
             return original(self, lowered_module, args, kwargs, meta)
@@ -144,7 +151,9 @@ def _reusing_call_delegate(original: Callable[..., Any]) -> Callable[..., Any]:
         scope.delegates_reused += 1
         if scope.mode == "verify":
             result = original(self, lowered_module, args, kwargs, meta)
-            found = outputs_difference(known, result.data)
+            found = outputs_difference(known, result.data) or next(
+                (f"the recorded outputs carry {what}" for what in map(
+                    carried_state, pytree.tree_leaves(known)) if what), None)
             if found is not None:
                 raise FakeOutputsVerificationError(result.proxy.node.name, found)
             return result

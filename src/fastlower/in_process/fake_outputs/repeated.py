@@ -17,7 +17,11 @@ shape environment's settings and epoch. With grad mode added (autograd, above th
 mode, sets an output's ``requires_grad``), the earlier call's output tensors are what a new
 run would build, and giving the objects themselves instead of new ones changes nothing a
 later node can see when they alias no input or each other, hold no data-dependent
-(unbacked) symbol, and nothing wrote to them since (a write retires them).
+(unbacked) symbol, nothing wrote to them since (a write retires them), and no later
+operator left state on them: torch's fake tensors keep, on the object, the symbol a
+data-dependent operator made for it (``item()``, ``nonzero``, ``unique``), and give it again
+for the same object where a new one gets a new symbol, as each of ExecuTorch's passes
+does (:func:`.compare.carried_state`).
 
 A call answered advances this thread's autograd sequence number as its run did (one real
 view of an empty tensor per autograd node the run made): torch.fx writes that number into
@@ -35,6 +39,7 @@ deprecated pass base (under ``ReplaceViewOpsWithViewCopyOpsPass``) is served ali
 * an operator whose schema writes to an argument; its arguments are retired;
 * outputs that alias an input or each other, hold an unbacked symbol, or are not fake
   tensors, ints, symbolic ints or None;
+* outputs a later operator left a memo on (an ``item()`` of them in an earlier pass);
 * a pass's graph takes each remembered output once: a further call with the same key runs,
   and its outputs are remembered beside the others. An output taken by a graph still being
   built (a higher-order operator's subgraph and its parent) is not taken by another.
@@ -46,7 +51,7 @@ import functools
 import weakref
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
-from .compare import FakeOutputsVerificationError, outputs_difference
+from .compare import FakeOutputsVerificationError, carried_state, outputs_difference
 from .emit import emit, proxy_value_class
 
 __all__ = ["Repeats", "call"]
@@ -155,13 +160,24 @@ def _rememberable(outputs: Any, inputs: Any) -> Optional[List[Any]]:
     return leaves
 
 
+def _carries_state(leaves: List[Any]) -> Optional[str]:
+    """What one of the outputs carries that a new run's would not (a memo a later
+    ``item()`` or ``nonzero`` left on it), or None."""
+    for leaf in leaves:
+        found = carried_state(leaf)
+        if found is not None:
+            return found
+    return None
+
+
 def _free_slot(repeats: Repeats, key: Any) -> Optional[_Slot]:
-    """The first slot of ``key`` no graph still being built has taken (its tracer gone)
-    and no write retired."""
+    """The first slot of ``key`` no graph still being built has taken (its tracer gone),
+    no write retired and no later operator left a memo on."""
     retired = repeats.retired
     for slot in repeats.slots.get(key, ()):
         if slot.taker() is None and (
-                not retired or not any(id(leaf) in retired for leaf in slot.leaves)):
+                not retired or not any(id(leaf) in retired for leaf in slot.leaves)) \
+                and not _carries_state(slot.leaves):
             return slot
     return None
 
@@ -213,7 +229,10 @@ def call(pass_: Any, scope: Any, target: Any, args: Tuple[Any, ...], kwargs: Dic
 
 def _verified(pass_: Any, data: Any, run: Callable[[], Any]) -> Any:
     """Verify mode: the call run, its outputs compared with ``data`` and the shape
-    environment checked unchanged by it."""
+    environment checked unchanged by it, and the outputs checked to carry nothing a new
+    run's would not (:func:`.compare.carried_state`)."""
+    import torch.utils._pytree as pytree
+
     from ..shape_env_state import shape_env_changes
 
     env = pass_.fake_tensor_mode.shape_env if pass_.fake_tensor_mode is not None else None
@@ -224,6 +243,9 @@ def _verified(pass_: Any, data: Any, run: Callable[[], Any]) -> Any:
         with shape_env_changes(env) as changed:
             result = run()
     found = outputs_difference(data, result.data)
+    if found is None:
+        carried = [carried_state(leaf) for leaf in pytree.tree_leaves(data)]
+        found = next((f"the outputs given again carry {what}" for what in carried if what), None)
     if found is None and changed:
         found = f"running it again changed the shape environment's {sorted(changed)}"
     if found is not None:

@@ -1,0 +1,100 @@
+"""A measuring probe, not part of fastlower: what each ``run_decompositions`` retrace of a
+process changes, and what skipping some of them would change.
+
+Put this folder first on ``PYTHONPATH`` of the process to probe (``export_llm`` under
+``benchmarks/production_size_run.py``, whose child processes inherit the environment):
+
+* ``RETRACE_PROBE=FOLDER``: per retrace, one line in ``FOLDER/retraces-PID.txt``: the
+  table's size, the nodes before and after, whether the operators and their order are
+  the same, how many nodes were renamed (with the first three), how many ``val`` metadata
+  differ (as text), whether the range constraints are the same, and the shape
+  environment's counters before and after (unbacked symbols made, ``var_to_range``,
+  replacements, deferred runtime asserts, guards, unbacked renamings); and, per
+  ``_generate_edge_program``, the nodes whose ``val`` holds unbacked symbols and the
+  range constraints, in ``FOLDER/edge-PID.txt``.
+* ``RETRACE_PROBE_SKIP=3,6``: the process's 3rd and 6th ``run_decompositions`` calls
+  return their input unchanged (an experiment: what the retrace's result is worth).
+"""
+
+import os
+
+if os.environ.get("RETRACE_PROBE") or os.environ.get("RETRACE_PROBE_SKIP"):
+    import torch
+    from torch.export import ExportedProgram
+
+    _RUN = ExportedProgram.run_decompositions
+    _SKIP = {int(x) for x in os.environ.get("RETRACE_PROBE_SKIP", "").split(",") if x}
+    _FOLDER = os.environ.get("RETRACE_PROBE")
+    _CALLS = [0]
+
+    def _write(name, text):
+        if _FOLDER:
+            with open(os.path.join(_FOLDER, f"{name}-{os.getpid()}.txt"), "a") as f:
+                f.write(text + "\n")
+
+    def _nodes(program):
+        return [(n.op, str(n.target), n.name) for n in program.graph_module.graph.nodes]
+
+    def _vals(program):
+        return [str(n.meta.get("val")) for n in program.graph_module.graph.nodes]
+
+    def _shape_env(program):
+        for n in program.graph_module.graph.nodes:
+            mode = getattr(n.meta.get("val"), "fake_mode", None)
+            env = getattr(mode, "shape_env", None)
+            if env is not None:
+                return dict(unbacked=env.unbacked_symint_counter, ranges=len(env.var_to_range),
+                            replacements=len(env.replacements),
+                            runtime_asserts=sum(map(len, env.deferred_runtime_asserts.values())),
+                            guards=len(env.guards), renamings=len(env.unbacked_renamings))
+        return None
+
+    def _constraints(program):
+        return {str(k): str(v) for k, v in program.range_constraints.items()}
+
+    def _described(program, table, out, env_before):
+        before, after = _nodes(program), _nodes(out)
+        same = [x[:2] for x in before] == [x[:2] for x in after]
+        renamed = [(x[2], y[2]) for x, y in zip(before, after) if x[2] != y[2]] if same else []
+        vals = sum(x != y for x, y in zip(_vals(program), _vals(out))) if same else "-"
+        return (f"call {_CALLS[0]} table {len(table or {})} nodes {len(before)}->{len(after)} "
+                f"same_ops {same} renamed {len(renamed) if same else '-'} {renamed[:3]} "
+                f"val_differences {vals} range_constraints_same "
+                f"{_constraints(program) == _constraints(out)} shape_env {env_before} "
+                f"-> {_shape_env(out)}")
+
+    def run_decompositions(self, decomp_table=None, *args, **kwargs):
+        _CALLS[0] += 1
+        if _CALLS[0] in _SKIP:
+            _write("retraces", f"call {_CALLS[0]} skipped")
+            return self
+        if not _FOLDER:
+            return _RUN(self, decomp_table, *args, **kwargs)
+        env_before = _shape_env(self)  # the same object as the result's: read it first
+        out = _RUN(self, decomp_table, *args, **kwargs)
+        _write("retraces", _described(self, decomp_table, out, env_before))
+        return out
+
+    ExportedProgram.run_decompositions = run_decompositions
+
+    if _FOLDER:
+        import executorch.exir.program._program as _program
+
+        _GENERATE = _program._generate_edge_program
+
+        def _generate_edge_program(*args, **kwargs):
+            from torch.fx.experimental.symbolic_shapes import free_unbacked_symbols
+
+            out = _GENERATE(*args, **kwargs)
+            lines = [f"program of {len(out.graph_module.graph.nodes)} nodes"]
+            for n in out.graph_module.graph.nodes:
+                val = n.meta.get("val")
+                if isinstance(val, (torch.SymInt, torch.Tensor)) and free_unbacked_symbols(val):
+                    reads = [(a.name, str(a.target)) for a in n.all_input_nodes]
+                    lines.append(f"  {n.name} {val} unbacked_bindings "
+                                 f"{n.meta.get('unbacked_bindings')} reads {reads}")
+            lines.append(f"  range constraints {sorted(_constraints(out).items())}")
+            _write("edge", "\n".join(lines))
+            return out
+
+        _program._generate_edge_program = _generate_edge_program
