@@ -11,7 +11,9 @@ Put this folder first on ``PYTHONPATH`` of the process to probe (``export_llm`` 
   environment's counters before and after (unbacked symbols made, ``var_to_range``,
   replacements, deferred runtime asserts, guards, unbacked renamings); and, per
   ``_generate_edge_program``, the nodes whose ``val`` holds unbacked symbols and the
-  range constraints, in ``FOLDER/edge-PID.txt``.
+  range constraints, in ``FOLDER/edge-PID.txt``, and all of its canonical lines
+  (``fastlower.cache.compare.describe``: nodes, metadata but ``from_node`` and ``seq_nr``,
+  signature, ranges...) in ``FOLDER/describe-PID.txt``.
 * ``RETRACE_PROBE_SKIP=3,6``: the process's 3rd and 6th ``run_decompositions`` calls
   return their input unchanged (an experiment: what the retrace's result is worth).
 """
@@ -95,6 +97,10 @@ if os.environ.get("RETRACE_PROBE") or os.environ.get("RETRACE_PROBE_SKIP"):
                                  f"{n.meta.get('unbacked_bindings')} reads {reads}")
             lines.append(f"  range constraints {sorted(_constraints(out).items())}")
             _write("edge", "\n".join(lines))
+            from fastlower.cache import compare  # every line but from_node and seq_nr
+
+            _write("describe", "\n".join(f"{where}\t{text}" for where, text in
+                                         compare.describe({"forward": out})))
             return out
 
         _program._generate_edge_program = _generate_edge_program

@@ -24,10 +24,36 @@ from .export_llm import TINY, run_export
 
 @pytest.fixture(scope="module")
 def tiny_reference(tmp_path_factory):
-    """ExecuTorch's export of the tiny config, made once for the module's tests."""
-    reference = run_export("reference", TINY, tmp_path_factory.mktemp("tiny-reference"))
+    """ExecuTorch's export of the tiny config, made once for the module's tests (with the
+    canonical lines of its Edge programs in ``reference.edge_lines``)."""
+    work = tmp_path_factory.mktemp("tiny-reference")
+    lines = work / "edge-lines.txt"
+    reference = run_export("reference", TINY, work, extra_env={"TIMED_EDGE_LINES": str(lines)})
     assert reference.ok, reference.log
+    reference.edge_lines = _main_edge_program(lines)
     return reference
+
+
+def _main_edge_program(path) -> list:
+    """The largest Edge program's canonical lines in a ``TIMED_EDGE_LINES`` file (the
+    model's; XNNPACK's preprocess makes small ones of its own)."""
+    blocks = path.read_text().split("\f\n")
+    return max(blocks, key=len).splitlines()
+
+
+def test_export_llm_edge_program_is_executorchs(tiny_reference, tmp_path):
+    """fastlower's edge stage on export_llm's program (dynamic shapes, an item() per layer,
+    8da4w, two XNNPACK partitioners), every shortcut in its default mode: the Edge program
+    ExecuTorch's, line for line (metadata, unbacked symbols, range constraints)."""
+    lines = tmp_path / "edge-lines.txt"
+    fast = run_export("fastlower", TINY, tmp_path, workers=2,
+                      extra_env={"TIMED_EDGE_LINES": str(lines)})
+    assert fast.ok, fast.log
+    assert fast.pte_sha256 == tiny_reference.pte_sha256
+    got, expected = _main_edge_program(lines), tiny_reference.edge_lines
+    assert len(expected) > 1000 and any("unbacked" in line for line in expected)
+    difference = next(((i, a, b) for i, (a, b) in enumerate(zip(expected, got)) if a != b), None)
+    assert difference is None and len(got) == len(expected), difference
 
 
 @pytest.mark.parametrize("config", [

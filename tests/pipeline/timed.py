@@ -12,6 +12,10 @@ Whatever implementation is bound when the wrappers are made is the one timed, so
 the same runner times the reference (plain ``python``) and fastlower (``fastlower
 run -m tests.pipeline.timed ...``, which installs fastlower first).
 With ``TIMED_PROFILE_DIR`` set, each lowering call is also profiled (cProfile) into it.
+With ``TIMED_EDGE_LINES`` set to a file, the canonical lines of each Edge program the edge
+stage makes (``_generate_edge_program``'s result, before ``to_backend``:
+``fastlower.cache.compare.describe``, every node's metadata but ``from_node`` and
+``seq_nr``, the signature, the range constraints...) are appended to it, one block each.
 """
 
 from __future__ import annotations
@@ -168,9 +172,32 @@ def install_timers() -> None:
     program.to_backend = _timed("to_backend", program.to_backend)
 
 
+def install_edge_lines(path: str) -> None:
+    """Each Edge program ``_generate_edge_program`` returns, described into ``path``."""
+    import executorch.exir.program._program as program
+
+    generate = program._generate_edge_program
+
+    @functools.wraps(generate)
+    def described(*args, **kwargs):
+        from fastlower.cache import compare
+
+        edge = generate(*args, **kwargs)
+        with open(path, "a") as f:
+            f.write("".join(f"{where}\t{text}\n" for where, text in
+                            compare.describe({"forward": edge})) + "\f\n")
+        return edge
+
+    program._generate_edge_program = described
+
+
 def main(argv: List[str]) -> None:
+    import os
+
     out, rest = argv[0], argv[1:]
     install_timers()
+    if os.environ.get("TIMED_EDGE_LINES"):
+        install_edge_lines(os.environ["TIMED_EDGE_LINES"])
     if rest[:2] == ["-m", "executorch.extension.llm.export.export_llm"]:
         install_stage_timers()
     start = _STARTED[0] = time.perf_counter()
