@@ -158,3 +158,16 @@ def test_verify_mode_names_a_given_object_an_item_read(monkeypatch):
     monkeypatch.setattr(repeated, "_carries_state", lambda leaves: False)
     with pytest.raises(fake_outputs.FakeOutputsVerificationError, match="memo"):
         _lowered(fastlower=True)
+
+
+@pytest.mark.xfail(strict=True, reason="docs/differences.md: fastlower's to_backend runs "
+                   "ExecuTorch's verifier fewer times, each run of which makes new unbacked "
+                   "symbols; to_executorch's new symbols then have other numbers")
+def test_to_executorch_names_data_dependent_symbols_as_executorch_does():
+    reference = _lowered(fastlower=False).to_executorch()
+    with patch.installed():
+        fast = _lowered(fastlower=True).to_executorch()
+    assert fast.buffer == reference.buffer
+    assert compare.first_difference(
+        compare.describe({"forward": reference.exported_program()}),
+        compare.describe({"forward": fast.exported_program()})) is None
