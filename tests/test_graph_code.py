@@ -126,6 +126,21 @@ def test_only_torchs_function_is_replaced():
     assert graph_code._compiling_once(torchs) is not torchs
 
 
+def test_a_function_left_alone_is_not_reported_installed(monkeypatch):
+    """Something else bound where torch's function was: the block leaves it in place,
+    and ``installed()`` says nothing was replaced."""
+    def another(src, globals, co_fields=None):
+        exec(src, globals)
+
+    graph_code.uninstall()
+    monkeypatch.setattr(fx_graph_module, "_exec_with_source", another)
+    with while_lowering.lowering_step():
+        assert fx_graph_module._exec_with_source is another
+        assert not graph_code.installed()
+    graph_code.uninstall()
+    assert fx_graph_module._exec_with_source is another
+
+
 def test_uninstall_puts_torchs_function_back():
     with while_lowering.lowering_step():
         assert graph_code.installed()

@@ -53,8 +53,9 @@ class ScopedMethodPatch:
             var.reset(token)
 
     def installed(self) -> bool:
-        """Whether the replacement is bound now."""
-        return self._patched is not None
+        """Whether the replacement is bound now (not when ``replace`` declined the
+        original and gave it back: nothing was replaced)."""
+        return self._patched is not None and self._patched is not self._original
 
     def uninstall(self) -> None:
         """Puts the original back (unless someone rebound the method since)."""
