@@ -5,10 +5,10 @@ offset, dtype, device, layout, ``requires_grad``, whether it is a view, fake mod
 from __future__ import annotations
 
 import functools
-from typing import Any, FrozenSet, Optional, Tuple
+from typing import Any, FrozenSet, Iterable, Optional, Tuple
 
-__all__ = ["FakeOutputsVerificationError", "carried_state", "difference", "int_key",
-           "is_value", "outputs_difference"]
+__all__ = ["FakeOutputsVerificationError", "carried_state", "carried_state_in", "difference",
+           "int_key", "is_value", "outputs_difference"]
 
 
 class FakeOutputsVerificationError(AssertionError):
@@ -94,8 +94,18 @@ def carried_state(value: Any) -> Optional[str]:
     for name in ("constant", "real_tensor"):
         if state.get(name) is not None:
             return f"a {name.replace('_', ' ')}"
-    extra = sorted(set(state) - fresh)
-    return f"attributes {extra}" if extra else None
+    if fresh.issuperset(state):  # no allocation on this path: it runs at every reuse
+        return None
+    return f"attributes {sorted(set(state) - fresh)}"
+
+
+def carried_state_in(leaves: Iterable[Any]) -> Optional[str]:
+    """:func:`carried_state` of the first of ``leaves`` (flat values) that carries any."""
+    for leaf in leaves:
+        found = carried_state(leaf)
+        if found is not None:
+            return found
+    return None
 
 
 def outputs_difference(known: Any, ran: Any) -> Optional[str]:

@@ -33,7 +33,7 @@ import functools
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from ..scoped_patch import ScopedMethodPatch
-from .compare import (FakeOutputsVerificationError, carried_state, difference, is_value,
+from .compare import (FakeOutputsVerificationError, carried_state_in, difference, is_value,
                       outputs_difference)
 from .emit import emit, runs_export_pass_fx
 from .scope import Scope, current
@@ -104,7 +104,7 @@ def _known(scope: Scope, lowered_module: Any, args: Tuple[Any, ...]) -> Optional
     for value, recorded in zip(given, record.inputs):
         if not is_value(value) or difference(recorded, value) is not None:
             return None
-    if any(carried_state(value) is not None for value in record.outputs):
+    if carried_state_in(record.outputs) is not None:
         return None  # a later item() of an output left its memo: a run gives new ones
     outputs = pytree.tree_unflatten(list(record.outputs), record.out_spec)
     graded = any(isinstance(value, torch.Tensor) and value.requires_grad for value in given)
@@ -137,8 +137,6 @@ def _as_autograd_gives(outputs: Any, graded: bool) -> Any:
 def _reusing_call_delegate(original: Callable[..., Any]) -> Callable[..., Any]:
     def call_delegate(self: Any, lowered_module: Any, args: Tuple[Any, ...],
                       kwargs: Dict[str, Any], meta: Any) -> Any:
-        import torch.utils._pytree as pytree
-
         scope = current()
         if scope is None:
             return original(self, lowered_module, args, kwargs, meta)
@@ -150,10 +148,12 @@ def _reusing_call_delegate(original: Callable[..., Any]) -> Callable[..., Any]:
             return original(self, lowered_module, args, kwargs, meta)
         scope.delegates_reused += 1
         if scope.mode == "verify":
+            import torch.utils._pytree as pytree
+
             result = original(self, lowered_module, args, kwargs, meta)
-            found = outputs_difference(known, result.data) or next(
-                (f"the recorded outputs carry {what}" for what in map(
-                    carried_state, pytree.tree_leaves(known)) if what), None)
+            carried = carried_state_in(pytree.tree_leaves(known))
+            found = outputs_difference(known, result.data) or (
+                None if carried is None else f"the recorded outputs carry {carried}")
             if found is not None:
                 raise FakeOutputsVerificationError(result.proxy.node.name, found)
             return result
