@@ -30,30 +30,39 @@ def tiny_reference(tmp_path_factory):
     lines = work / "edge-lines.txt"
     reference = run_export("reference", TINY, work, extra_env={"TIMED_EDGE_LINES": str(lines)})
     assert reference.ok, reference.log
-    reference.edge_lines = _main_edge_program(lines)
+    reference.edge_lines = _main_program(lines, "edge")
+    reference.executorch_lines = _main_program(lines, "executorch")
     return reference
 
 
-def _main_edge_program(path) -> list:
-    """The largest Edge program's canonical lines in a ``TIMED_EDGE_LINES`` file (the
+def _main_program(path, kind: str) -> list:
+    """The largest ``kind`` program's canonical lines in a ``TIMED_EDGE_LINES`` file (the
     model's; XNNPACK's preprocess makes small ones of its own)."""
-    blocks = path.read_text().split("\f\n")
-    return max(blocks, key=len).splitlines()
+    blocks = [block.split("\n", 1) for block in path.read_text().split("\f\n") if block]
+    return max((text for head, text in blocks if head == kind), key=len).splitlines()
+
+
+def _first_difference(expected: list, got: list):
+    found = next(((i, a, b) for i, (a, b) in enumerate(zip(expected, got)) if a != b), None)
+    return found if found is not None or len(got) == len(expected) else (len(expected), len(got))
 
 
 def test_export_llm_edge_program_is_executorchs(tiny_reference, tmp_path):
-    """fastlower's edge stage on export_llm's program (dynamic shapes, an item() per layer,
-    8da4w, two XNNPACK partitioners), every shortcut in its default mode: the Edge program
-    ExecuTorch's, line for line (metadata, unbacked symbols, range constraints)."""
+    """fastlower on export_llm's program (dynamic shapes, an item() per layer, 8da4w, two
+    XNNPACK partitioners), every shortcut in its default mode: the Edge program and the
+    ExecuTorch program ExecuTorch's, line for line (metadata, unbacked symbols, range
+    constraints)."""
     lines = tmp_path / "edge-lines.txt"
     fast = run_export("fastlower", TINY, tmp_path, workers=2,
                       extra_env={"TIMED_EDGE_LINES": str(lines)})
     assert fast.ok, fast.log
     assert fast.pte_sha256 == tiny_reference.pte_sha256
-    got, expected = _main_edge_program(lines), tiny_reference.edge_lines
+    expected = tiny_reference.edge_lines
     assert len(expected) > 1000 and any("unbacked" in line for line in expected)
-    difference = next(((i, a, b) for i, (a, b) in enumerate(zip(expected, got)) if a != b), None)
-    assert difference is None and len(got) == len(expected), difference
+    assert _first_difference(expected, _main_program(lines, "edge")) is None
+    expected = tiny_reference.executorch_lines
+    assert len(expected) > 1000 and any("unbacked" in line for line in expected)
+    assert _first_difference(expected, _main_program(lines, "executorch")) is None
 
 
 @pytest.mark.parametrize("config", [

@@ -13,9 +13,10 @@ the same runner times the reference (plain ``python``) and fastlower (``fastlowe
 run -m tests.pipeline.timed ...``, which installs fastlower first).
 With ``TIMED_PROFILE_DIR`` set, each lowering call is also profiled (cProfile) into it.
 With ``TIMED_EDGE_LINES`` set to a file, the canonical lines of each Edge program the edge
-stage makes (``_generate_edge_program``'s result, before ``to_backend``:
-``fastlower.cache.compare.describe``, every node's metadata but ``from_node`` and
-``seq_nr``, the signature, the range constraints...) are appended to it, one block each.
+stage makes (``_generate_edge_program``'s result, before ``to_backend``) and of each
+ExecuTorch program ``to_executorch`` makes (``fastlower.cache.compare.describe``: every
+node's metadata but ``from_node`` and ``seq_nr``, the signature, the range constraints...)
+are appended to it, one block each, headed ``edge`` or ``executorch``.
 """
 
 from __future__ import annotations
@@ -173,22 +174,35 @@ def install_timers() -> None:
 
 
 def install_edge_lines(path: str) -> None:
-    """Each Edge program ``_generate_edge_program`` returns, described into ``path``."""
+    """Each Edge program ``_generate_edge_program`` returns and each ExecuTorch program
+    ``ExecutorchProgramManager`` is made with, described into ``path`` (the manager's
+    constructor, not ``to_executorch``, which fastlower routes)."""
     import executorch.exir.program._program as program
+
+    def write(kind: str, exported: Any) -> None:
+        from fastlower.cache import compare
+
+        with open(path, "a") as f:
+            f.write(kind + "\n" + "".join(f"{where}\t{text}\n" for where, text in
+                                          compare.describe({"forward": exported})) + "\f\n")
 
     generate = program._generate_edge_program
 
     @functools.wraps(generate)
     def described(*args, **kwargs):
-        from fastlower.cache import compare
-
         edge = generate(*args, **kwargs)
-        with open(path, "a") as f:
-            f.write("".join(f"{where}\t{text}\n" for where, text in
-                            compare.describe({"forward": edge})) + "\f\n")
+        write("edge", edge)
         return edge
 
+    made = program.ExecutorchProgramManager.__init__
+
+    @functools.wraps(made)
+    def made_described(self, *args, **kwargs):
+        made(self, *args, **kwargs)
+        write("executorch", self.exported_program())
+
     program._generate_edge_program = described
+    program.ExecutorchProgramManager.__init__ = made_described
 
 
 def main(argv: List[str]) -> None:
