@@ -12,6 +12,14 @@ every control-flow subgraph, every ``call_function`` target is
 * a plain Python callable of the graph's own arithmetic (``operator.getitem``,
   ``operator.mul`` ... on sizes), which a retrace records as it is.
 
+A retrace also remakes each node's ``meta``: a traced node keeps the fields the tracer
+copies (``torch.fx.proxy._COPY_META_FIELDS``, ``stack_trace``) and gets ``val``,
+``tensor_meta``, ``seq_nr``, ``original_aten`` and ``eager_input_vals`` anew; a
+``getitem`` is made while its producer is replayed and copies the *producer's* fields.
+So a node holding another key (the retrace drops it), or a ``getitem`` whose copied
+fields are not its producer's (the retrace overwrites them), is not proven either;
+:mod:`.retrace_meta` rewrites the rest as the retrace does.
+
 Anything else (a higher-order operator, an ``OpOverloadPacket``, an unknown callable)
 is not proven, and the retrace runs; so is a program with symbolic sizes (dynamic
 shapes; data-dependent ones make new symbols and runtime asserts on every retrace):
@@ -56,6 +64,62 @@ def graph_modules(root: GraphModule) -> Iterator[GraphModule]:
         queue.extend(sub for _, sub, _ in get_control_flow_submodules(module))
 
 
+def _traced_keys() -> frozenset:
+    """The ``meta`` keys a traced node can hold after a retrace (see the docstring)."""
+    from torch.fx.proxy import _COPY_META_FIELDS
+
+    return frozenset(_COPY_META_FIELDS) | {"stack_trace", "seq_nr", "val", "tensor_meta",
+                                           "eager_input_vals"}
+
+
+def _copied_from_producer() -> tuple:
+    """The fields a ``getitem`` takes from its producer's ``meta`` in a retrace
+    (``from_node`` and ``original_aten`` are rewritten by :mod:`.retrace_meta`)."""
+    from torch.fx.proxy import _COPY_META_FIELDS
+
+    return tuple(f for f in _COPY_META_FIELDS if f not in ("from_node", "original_aten")) + (
+        "stack_trace",)
+
+
+def producer(node: torch.fx.Node) -> torch.fx.Node:
+    """The node whose replay makes ``node``: itself, or for a ``getitem`` (of a
+    ``getitem`` ...) the operator it unpacks."""
+    while node.target is operator.getitem and node.args and \
+            isinstance(node.args[0], torch.fx.Node):
+        node = node.args[0]
+    return node
+
+
+_ABSENT = object()
+
+
+def _aten_op(target: Any) -> Any:
+    """An Edge op's ATen op; any other target as it is."""
+    if isinstance(target, torch._ops.OpOverload):
+        return target
+    return getattr(target, "_op", target)
+
+
+def _meta_not_as_retraced(node: torch.fx.Node) -> Optional[str]:
+    """Why a retrace would leave ``node``'s meta otherwise than a skip does, or None."""
+    extra = sorted(set(node.meta) - _traced_keys())
+    if extra:
+        return f"{node.name} holds meta {extra[0]!r}, which a retrace drops"
+    if node.target is not operator.getitem:
+        return None
+    source = producer(node)
+    if source is node or source.op != "call_function" or not isinstance(
+            _aten_op(source.target), torch._ops.OpOverload):
+        return f"{node.name} unpacks {source.name}, which is not an operator's node"
+    if "original_aten" not in node.meta:
+        return f"{node.name} has no original_aten, which a retrace gives it"
+    for field in _copied_from_producer():
+        if node.meta.get(field, _ABSENT) != source.meta.get(field, _ABSENT):
+            return (f"{node.name}'s meta {field!r} is not its producer {source.name}'s, "
+                    "which a retrace copies")
+    return None
+
+
 def _always_decomposed(op: torch._ops.OpOverload) -> bool:
     """A CompositeImplicitAutograd op that a retrace decomposes even outside the table:
     one ``torch.export`` cannot preserve (``run_decompositions`` preserves every other
@@ -90,9 +154,10 @@ def why_not_skipped(program: Any, table: Collection[Any]) -> Optional[str]:
                 return f"{node.name} has a symbolic (dynamic) size"
             if node.op != "call_function":
                 continue
-            target = node.target
-            if not isinstance(target, torch._ops.OpOverload):
-                target = getattr(target, "_op", target)  # an Edge op: its ATen op
+            why = _meta_not_as_retraced(node)
+            if why is not None:
+                return why
+            target = _aten_op(node.target)
             if isinstance(target, torch._ops.OpOverload):
                 if target in table and target not in SELF_RETRACING:
                     return f"{node.name} ({target}) is in the table"

@@ -12,8 +12,12 @@ traces:
   one of the fields a retrace copies from the old node).
 
 Symbolic-size reads (``sym_size.int`` ...) are remade by the retrace's runtime-assert
-pass as the previous retrace made them, and keep their meta; nodes whose target is a
-plain callable (``getitem``, size arithmetic) keep theirs, as the retrace copies it.
+pass as the previous retrace made them, and keep their meta. A ``getitem`` is made while
+its producer is replayed and copies the producer's fields, ``original_aten`` (the
+producer's operator) included: after a retrace that decomposed ``split.Tensor`` into
+``split_with_sizes``, the next gives the ``getitem`` s ``split_with_sizes``, not
+``split.Tensor`` (its other copied fields must already be the producer's, or the retrace
+is not skipped: :mod:`.noop_retrace`).
 
 A parameter or buffer placeholder takes, as ``run_decompositions`` writes them
 (``torch._export.utils``: ``_collect_param_buffer_metadata``, then
@@ -31,12 +35,13 @@ itself).
 
 from __future__ import annotations
 
+import operator
 from typing import Any, Set
 
 import torch
 from torch.fx import GraphModule
 
-from .noop_retrace import SELF_RETRACING, graph_modules
+from .noop_retrace import SELF_RETRACING, graph_modules, producer
 from .retrace_history import add_retrace_links, relifted, unlifted
 
 _NOT_FROM_READER = ("custom", "nn_module_stack", "stack_trace")
@@ -110,3 +115,8 @@ def rewrite_as_retraced(root: GraphModule, lifted: Set[str]) -> None:
                 else:
                     node.meta.pop("eager_input_vals", None)
             _eager_input_vals_before_val(node.meta)
+        for node in module.graph.nodes:  # after their producers' original_aten
+            if node.op == "call_function" and node.target is operator.getitem:
+                source = producer(node)
+                if "original_aten" in source.meta:
+                    node.meta["original_aten"] = source.meta["original_aten"]
