@@ -1,0 +1,129 @@
+"""Small programs, one or two operators each, chosen for what the edge stage's retraces
+and passes do to them: decompositions that leave dead nodes or multi-output nodes
+(``chunk``, ``layer_norm``, ``topk``), symbolic and data-dependent sizes, a buffer
+written in place, tied weights and a lifted constant, pt2e-quantized convolutions with a
+zero output channel. Each is exported afresh per call (seeded)."""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Dict
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+
+def _position(p: torch.Tensor, high: int) -> Any:
+    value = p.item()
+    torch._check(value >= 0)
+    torch._check(value <= high)
+    return value
+
+
+class _Chunks(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.linear = nn.Linear(8, 8)
+
+    def forward(self, x):
+        parts = self.linear(x).chunk(4, -1)
+        return sum(part.sum() for part in parts) + x.split([3, 5], -1)[1].mean()
+
+
+class _Norms(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.linear, self.norm = nn.Linear(8, 8), nn.LayerNorm(8)
+
+    def forward(self, x):
+        h = self.norm(self.linear(x))
+        return h.topk(3, -1)[0].sum(-1) + h.var(-1) + torch.log_softmax(h, -1)[..., 0]
+
+
+class _Cache(nn.Module):
+    """A buffer written at a data-dependent position (``item()``)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.linear = nn.Linear(8, 8)
+        self.register_buffer("cache", torch.zeros(8, 8))
+
+    def forward(self, x, p):
+        at = _position(p, 6)
+        self.cache[at:at + 2] = self.linear(x)
+        return self.cache.sum(0)
+
+
+class _Tied(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.embed, self.out = nn.Embedding(16, 8), nn.Linear(8, 16, bias=False)
+        self.out.weight = self.embed.weight
+
+    def forward(self, ids):
+        return self.out(self.embed(ids) + torch.tensor([1.0, 0, 0, 0, 0, 0, 0, 2.0]))
+
+
+class _Convs(nn.Module):
+    """Depthwise, transposed and pointwise convolutions; ``zero``: an output channel of
+    zeros, a zero bias and a uniform depthwise filter (quantization scales at their edge)."""
+
+    def __init__(self, zero: bool = False) -> None:
+        super().__init__()
+        self.depthwise = nn.Conv2d(4, 4, 3, groups=4, padding=1)
+        self.up = nn.ConvTranspose2d(4, 3, 2, stride=2)
+        self.pointwise = nn.Conv2d(3, 6, 1)
+        if zero:
+            with torch.no_grad():
+                self.pointwise.weight[2].zero_()
+                self.pointwise.bias.zero_()
+                self.depthwise.weight[1].fill_(2.0)
+
+    def forward(self, x):
+        return self.pointwise(self.up(F.relu6(self.depthwise(x))))
+
+
+class _Rms(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.linear = nn.Linear(8, 8)
+
+    def forward(self, x):
+        return self.linear(x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6))
+
+
+def _pt2e(model: nn.Module, inputs: tuple) -> torch.export.ExportedProgram:
+    from executorch.backends.xnnpack.quantizer.xnnpack_quantizer import (
+        XNNPACKQuantizer, get_symmetric_quantization_config,
+    )
+    from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_pt2e
+
+    quantizer = XNNPACKQuantizer().set_global(
+        get_symmetric_quantization_config(is_per_channel=True))
+    module = prepare_pt2e(torch.export.export(model, inputs).module(), quantizer)
+    module(*inputs)
+    return torch.export.export(convert_pt2e(module), inputs)
+
+
+def _seq() -> Any:
+    return torch.export.Dim("seq", min=2, max=16)
+
+
+PROGRAMS: Dict[str, Callable[[], torch.export.ExportedProgram]] = {
+    "chunks": lambda: torch.export.export(_Chunks(), (torch.randn(3, 8),)),
+    "norms": lambda: torch.export.export(_Norms(), (torch.randn(2, 4, 8),)),
+    "norms-dynamic": lambda: torch.export.export(
+        _Norms(), (torch.randn(2, 4, 8),), dynamic_shapes=({1: _seq()},)),
+    "rms-dynamic": lambda: torch.export.export(
+        _Rms(), (torch.randn(2, 4, 8),), dynamic_shapes=({1: _seq()},)),
+    "cache-item": lambda: torch.export.export(_Cache(), (torch.randn(2, 8), torch.tensor(1))),
+    "tied-constant": lambda: torch.export.export(_Tied(), (torch.tensor([[1, 5, 7]]),)),
+    "convs": lambda: torch.export.export(_Convs().eval(), (torch.randn(1, 4, 6, 6),)),
+    "convs-pt2e-zero": lambda: _pt2e(_Convs(zero=True).eval(), (torch.randn(1, 4, 6, 6),)),
+}
+
+
+def program(name: str) -> torch.export.ExportedProgram:
+    torch.manual_seed(0)
+    with torch.no_grad():
+        return PROGRAMS[name]()
