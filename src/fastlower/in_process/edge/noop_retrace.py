@@ -35,6 +35,7 @@ back to the input, and the ``.pte`` bytes with it.
 
 from __future__ import annotations
 
+import functools
 import operator
 from typing import Any, Collection, Iterator, Optional
 
@@ -64,6 +65,7 @@ def graph_modules(root: GraphModule) -> Iterator[GraphModule]:
         queue.extend(sub for _, sub, _ in get_control_flow_submodules(module))
 
 
+@functools.lru_cache(maxsize=None)
 def _traced_keys() -> frozenset:
     """The ``meta`` keys a traced node can hold after a retrace (see the docstring)."""
     from torch.fx.proxy import _COPY_META_FIELDS
@@ -72,6 +74,7 @@ def _traced_keys() -> frozenset:
                                            "eager_input_vals"}
 
 
+@functools.lru_cache(maxsize=None)
 def _copied_from_producer() -> tuple:
     """The fields a ``getitem`` takes from its producer's ``meta`` in a retrace
     (``from_node`` and ``original_aten`` are rewritten by :mod:`.retrace_meta`)."""
