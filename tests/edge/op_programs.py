@@ -2,7 +2,8 @@
 and passes do to them: decompositions that leave dead nodes or multi-output nodes
 (``chunk``, ``layer_norm``, ``topk``), symbolic and data-dependent sizes, a buffer
 written in place, tied weights and a lifted constant, pt2e-quantized convolutions with a
-zero output channel. Each is exported afresh per call (seeded)."""
+zero output channel; and two-layer Hugging Face models of four more families built from
+configs. Each is exported afresh per call (seeded)."""
 
 from __future__ import annotations
 
@@ -105,6 +106,40 @@ def _pt2e(model: nn.Module, inputs: tuple) -> torch.export.ExportedProgram:
     return torch.export.export(convert_pt2e(module), inputs)
 
 
+class _Logits(nn.Module):
+    """A Hugging Face model's first output (no cache), as users export it."""
+
+    def __init__(self, model: nn.Module) -> None:
+        super().__init__()
+        self.model = model
+
+    def forward(self, ids):
+        return self.model(input_ids=ids)[0]
+
+
+def _hugging_face(family: str) -> torch.export.ExportedProgram:
+    """A two-layer model of ``family`` built from a config (no download)."""
+    import transformers
+
+    small = dict(vocab_size=64, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                 num_attention_heads=4)
+    configs = {
+        "bert": (transformers.BertConfig, transformers.BertModel, {}),
+        "qwen2": (transformers.Qwen2Config, transformers.Qwen2ForCausalLM,
+                  {"num_key_value_heads": 2, "use_cache": False}),
+        "gemma": (transformers.GemmaConfig, transformers.GemmaForCausalLM,
+                  {"num_key_value_heads": 2, "head_dim": 8, "use_cache": False}),
+        "gpt_neox": (transformers.GPTNeoXConfig, transformers.GPTNeoXForCausalLM,
+                     {"use_cache": False}),
+    }
+    config_class, model_class, extra = configs[family]
+    model = model_class(config_class(**small, **extra)).eval()
+    return torch.export.export(_Logits(model), (torch.tensor([[1, 5, 7, 9]]),), strict=False)
+
+
+HUGGING_FACE = ("bert", "qwen2", "gemma", "gpt_neox")
+
+
 def _seq() -> Any:
     return torch.export.Dim("seq", min=2, max=16)
 
@@ -126,4 +161,6 @@ PROGRAMS: Dict[str, Callable[[], torch.export.ExportedProgram]] = {
 def program(name: str) -> torch.export.ExportedProgram:
     torch.manual_seed(0)
     with torch.no_grad():
+        if name in HUGGING_FACE:
+            return _hugging_face(name)
         return PROGRAMS[name]()

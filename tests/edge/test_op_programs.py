@@ -11,7 +11,7 @@ import pytest
 
 from fastlower import patch
 from fastlower.cache import compare
-from tests.edge.op_programs import PROGRAMS, program
+from tests.edge.op_programs import HUGGING_FACE, PROGRAMS, program
 
 # to_edge_transform_and_lower with XnnpackPartitioner; to_edge then to_backend with
 # XNNPACK's two partitioners; export_llm's compile config (no verifier, no dim order)
@@ -65,3 +65,10 @@ def test_op_programs_transform_and_lower(name):
 @pytest.mark.parametrize("name", sorted(PROGRAMS))
 def test_op_programs_other_paths(name, path):
     _same(name, path)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("path", PATHS[:2])
+@pytest.mark.parametrize("family", HUGGING_FACE)
+def test_hugging_face_families(family, path):
+    _same(family, path)
