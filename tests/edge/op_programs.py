@@ -2,8 +2,9 @@
 and passes do to them: decompositions that leave dead nodes or multi-output nodes
 (``chunk``, ``layer_norm``, ``topk``), symbolic and data-dependent sizes, a buffer
 written in place, tied weights and a lifted constant, pt2e-quantized convolutions with a
-zero output channel; and two-layer Hugging Face models of four more families built from
-configs. Each is exported afresh per call (seeded)."""
+zero output channel; repeated blocks (gated, attention) with one block's bias zero or
+NaN, whose partitions fastlower derives from one another; and two-layer Hugging Face
+models of four more families built from configs. Each is exported afresh per call (seeded)."""
 
 from __future__ import annotations
 
@@ -93,6 +94,83 @@ class _Rms(nn.Module):
         return self.linear(x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6))
 
 
+class _GatedBlock(nn.Module):
+    """Norm, a projection ``chunk`` ed in two (a decomposed ``split``), SiLU gate."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.norm, self.up, self.down = nn.LayerNorm(8), nn.Linear(8, 16), nn.Linear(8, 8)
+
+    def forward(self, x):
+        gate, value = self.up(self.norm(x)).chunk(2, -1)
+        return x + self.down(F.silu(gate) * value)
+
+
+class _AttentionBlock(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.qkv, self.out = nn.Linear(8, 24), nn.Linear(8, 8)
+
+    def forward(self, x):
+        def heads(t):
+            return t.view(1, -1, 2, 4).transpose(1, 2)
+
+        q, k, v = self.qkv(x).split(8, -1)
+        y = F.scaled_dot_product_attention(heads(q), heads(k), heads(v), is_causal=True)
+        return x + self.out(y.transpose(1, 2).reshape(1, -1, 8))
+
+
+def _blocks(block: type, adversarial: str) -> nn.Module:
+    """Four copies of ``block`` (their partitions derived from one another), one block's
+    weights chosen against a premise: a zero bias, or a NaN in a bias."""
+    model = nn.Sequential(*[block() for _ in range(4)]).eval()
+    first = next(m for m in model[1].modules() if isinstance(m, nn.Linear))
+    with torch.no_grad():
+        if adversarial == "zero-bias":
+            first.bias.zero_()
+        else:
+            first.bias[0] = float("nan")
+    return model
+
+
+class _Branches(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.a, self.b = nn.Linear(8, 8), nn.Linear(8, 8)
+
+    def forward(self, x):
+        return torch.cond(x.sum() > 0, lambda y: self.a(y).relu(), lambda y: self.b(y).abs(),
+                          (x,))
+
+
+class _Mapped(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.a = nn.Linear(8, 8)
+
+    def forward(self, xs):
+        from torch._higher_order_ops.map import map as mapped
+
+        return mapped(lambda x: self.a(x).relu(), xs)
+
+
+# control flow: ExecuTorch lowers these through to_edge then to_backend (its
+# to_edge_transform_and_lower leaves a linear in a branch undecomposed and refuses it)
+CONTROL_FLOW: Dict[str, Callable[[], torch.export.ExportedProgram]] = {
+    "cond": lambda: torch.export.export(_Branches().eval(), (torch.randn(3, 8),)),
+    "map": lambda: torch.export.export(_Mapped().eval(), (torch.randn(2, 3, 8),)),
+}
+
+
+def methods() -> Dict[str, torch.export.ExportedProgram]:
+    """Two methods: the ``chunks`` program and a convolution with a group norm."""
+    torch.manual_seed(0)
+    conv = nn.Sequential(nn.Conv2d(3, 4, 3), nn.GroupNorm(2, 4)).eval()
+    with torch.no_grad():
+        return {"forward": PROGRAMS["chunks"](),
+                "encode": torch.export.export(conv, (torch.randn(1, 3, 8, 8),))}
+
+
 def _pt2e(model: nn.Module, inputs: tuple) -> torch.export.ExportedProgram:
     from executorch.backends.xnnpack.quantizer.xnnpack_quantizer import (
         XNNPACKQuantizer, get_symmetric_quantization_config,
@@ -155,6 +233,10 @@ PROGRAMS: Dict[str, Callable[[], torch.export.ExportedProgram]] = {
     "tied-constant": lambda: torch.export.export(_Tied(), (torch.tensor([[1, 5, 7]]),)),
     "convs": lambda: torch.export.export(_Convs().eval(), (torch.randn(1, 4, 6, 6),)),
     "convs-pt2e-zero": lambda: _pt2e(_Convs(zero=True).eval(), (torch.randn(1, 4, 6, 6),)),
+    "gated-blocks-zero-bias": lambda: torch.export.export(
+        _blocks(_GatedBlock, "zero-bias"), (torch.randn(1, 5, 8),)),
+    "attention-blocks-nan": lambda: torch.export.export(
+        _blocks(_AttentionBlock, "nan"), (torch.randn(1, 5, 8),)),
 }
 
 
@@ -163,4 +245,4 @@ def program(name: str) -> torch.export.ExportedProgram:
     with torch.no_grad():
         if name in HUGGING_FACE:
             return _hugging_face(name)
-        return PROGRAMS[name]()
+        return {**PROGRAMS, **CONTROL_FLOW}[name]()
