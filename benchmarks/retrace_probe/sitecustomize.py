@@ -16,6 +16,10 @@ Put this folder first on ``PYTHONPATH`` of the process to probe (``export_llm`` 
   signature, ranges...) in ``FOLDER/describe-PID.txt``.
 * ``RETRACE_PROBE_SKIP=3,6``: the process's 3rd and 6th ``run_decompositions`` calls
   return their input unchanged (an experiment: what the retrace's result is worth).
+* ``RETRACE_PROBE_DELTA=1`` (with ``RETRACE_PROBE``): per retrace, every field of the
+  shape environment it changed (``fastlower.in_process.shape_env_state``) and the
+  entries it added or changed, in ``FOLDER/delta-PID.txt``: what a skip would have to
+  replay.
 """
 
 import os
@@ -73,9 +77,48 @@ if os.environ.get("RETRACE_PROBE") or os.environ.get("RETRACE_PROBE_SKIP"):
         if not _FOLDER:
             return _RUN(self, decomp_table, *args, **kwargs)
         env_before = _shape_env(self)  # the same object as the result's: read it first
+        env = _env_of(self) if os.environ.get("RETRACE_PROBE_DELTA") else None
+        state = _state(env) if env is not None else None
         out = _RUN(self, decomp_table, *args, **kwargs)
         _write("retraces", _described(self, decomp_table, out, env_before))
+        if env is not None:
+            _write("delta", f"call {_CALLS[0]} table {len(decomp_table or {})}\n"
+                   + _delta(state, _state(env)))
         return out
+
+    def _env_of(program):
+        for n in program.graph_module.graph.nodes:
+            env = getattr(getattr(n.meta.get("val"), "fake_mode", None), "shape_env", None)
+            if env is not None:
+                return env
+        return None
+
+    def _state(env):
+        from fastlower.in_process.shape_env_state import shape_env_state
+
+        return shape_env_state(env)
+
+    def _delta(before, after):
+        lines = []
+        for name in sorted(set(before) | set(after)):
+            old, new = before.get(name), after.get(name)
+            if old == new:
+                continue
+            if isinstance(old, dict) and isinstance(new, dict):
+                added = {k: v for k, v in new.items() if k not in old}
+                changed = {k: (old[k], v) for k, v in new.items() if k in old and old[k] != v}
+                gone = [k for k in old if k not in new]
+                lines.append(f"  {name}: +{len(added)} changed {len(changed)} gone {len(gone)}")
+                lines += [f"    + {k!s}: {v!s}"[:300] for k, v in list(added.items())[:12]]
+                lines += [f"    ~ {k!s}: {a!s} -> {b!s}"[:300] for k, (a, b) in
+                          list(changed.items())[:12]]
+            elif isinstance(old, (tuple, frozenset)) and isinstance(new, (tuple, frozenset)):
+                extra = [x for x in new if x not in set(old)]
+                shown = [str(x) for x in extra[:12]]
+                lines.append(f"  {name}: {len(old)} -> {len(new)}; new {shown}"[:600])
+            else:
+                lines.append(f"  {name}: {str(old)[:120]} -> {str(new)[:120]}")
+        return "\n".join(lines) or "  unchanged"
 
     ExportedProgram.run_decompositions = run_decompositions
 
