@@ -16,23 +16,40 @@ another worker runs it beside these); the timings are benchmarks
 
 from __future__ import annotations
 
+import dataclasses
+from typing import List
+
 import pytest
 
 from .cold_warm import reference_then_cold_then_warm
 from .export_llm import TINY, run_export
 
 
+@dataclasses.dataclass(frozen=True)
+class ReferencePrograms:
+    """The canonical lines of ExecuTorch's main Edge program and of its program after
+    ``to_executorch``, in the tiny reference export."""
+
+    edge: List[str]
+    executorch: List[str]
+
+
 @pytest.fixture(scope="module")
-def tiny_reference(tmp_path_factory):
-    """ExecuTorch's export of the tiny config, made once for the module's tests (with the
-    canonical lines of its Edge programs in ``reference.edge_lines``)."""
+def tiny_reference_export(tmp_path_factory):
+    """ExecuTorch's export of the tiny config, made once for the module's tests, and the
+    canonical lines of its programs."""
     work = tmp_path_factory.mktemp("tiny-reference")
     lines = work / "edge-lines.txt"
     reference = run_export("reference", TINY, work, extra_env={"TIMED_EDGE_LINES": str(lines)})
     assert reference.ok, reference.log
-    reference.edge_lines = _main_program(lines, "edge")
-    reference.executorch_lines = _main_program(lines, "executorch")
-    return reference
+    return reference, ReferencePrograms(_main_program(lines, "edge"),
+                                        _main_program(lines, "executorch"))
+
+
+@pytest.fixture(scope="module")
+def tiny_reference(tiny_reference_export):
+    """ExecuTorch's export of the tiny config (an ``ExportRun``)."""
+    return tiny_reference_export[0]
 
 
 def _main_program(path, kind: str) -> list:
@@ -47,7 +64,7 @@ def _first_difference(expected: list, got: list):
     return found if found is not None or len(got) == len(expected) else (len(expected), len(got))
 
 
-def test_export_llm_edge_program_is_executorchs(tiny_reference, tmp_path):
+def test_export_llm_edge_program_is_executorchs(tiny_reference_export, tmp_path):
     """fastlower on export_llm's program (dynamic shapes, an item() per layer, 8da4w, two
     XNNPACK partitioners), every shortcut in its default mode: the Edge program and the
     ExecuTorch program ExecuTorch's, line for line (metadata, unbacked symbols, range
@@ -56,11 +73,12 @@ def test_export_llm_edge_program_is_executorchs(tiny_reference, tmp_path):
     fast = run_export("fastlower", TINY, tmp_path, workers=2,
                       extra_env={"TIMED_EDGE_LINES": str(lines)})
     assert fast.ok, fast.log
-    assert fast.pte_sha256 == tiny_reference.pte_sha256
-    expected = tiny_reference.edge_lines
+    reference, programs = tiny_reference_export
+    assert fast.pte_sha256 == reference.pte_sha256
+    expected = programs.edge
     assert len(expected) > 1000 and any("unbacked" in line for line in expected)
     assert _first_difference(expected, _main_program(lines, "edge")) is None
-    expected = tiny_reference.executorch_lines
+    expected = programs.executorch
     assert len(expected) > 1000 and any("unbacked" in line for line in expected)
     assert _first_difference(expected, _main_program(lines, "executorch")) is None
 
