@@ -20,6 +20,9 @@ Put this folder first on ``PYTHONPATH`` of the process to probe (``export_llm`` 
   shape environment it changed (``fastlower.in_process.shape_env_state``) and the
   entries it added or changed, in ``FOLDER/delta-PID.txt``: what a skip would have to
   replay.
+* ``RETRACE_PROBE_CREATED=1`` (with ``RETRACE_PROBE``): per retrace, the nodes its trace
+  created that its result does not hold (dropped again: their names are spent), by
+  operator, in ``FOLDER/created-PID.txt``.
 """
 
 import os
@@ -76,15 +79,44 @@ if os.environ.get("RETRACE_PROBE") or os.environ.get("RETRACE_PROBE_SKIP"):
             return self
         if not _FOLDER:
             return _RUN(self, decomp_table, *args, **kwargs)
+        created = _created_names() if os.environ.get("RETRACE_PROBE_CREATED") else None
         env_before = _shape_env(self)  # the same object as the result's: read it first
         env = _env_of(self) if os.environ.get("RETRACE_PROBE_DELTA") else None
         state = _state(env) if env is not None else None
         out = _RUN(self, decomp_table, *args, **kwargs)
         _write("retraces", _described(self, decomp_table, out, env_before))
+        if created is not None:
+            _write("created", _dropped(created, out))
         if env is not None:
             _write("delta", f"call {_CALLS[0]} table {len(decomp_table or {})}\n"
                    + _delta(state, _state(env)))
         return out
+
+    _CREATED = []  # per open retrace: the (name, target) of every node created meanwhile
+    _CREATE_NODE = torch.fx.Graph.create_node
+
+    def _create_node(graph, *args, **kwargs):
+        node = _CREATE_NODE(graph, *args, **kwargs)
+        if _CREATED and node.op == "call_function":
+            _CREATED[-1].append((node.name, str(node.target)))
+        return node
+
+    if os.environ.get("RETRACE_PROBE_CREATED"):
+        torch.fx.Graph.create_node = _create_node
+
+    def _created_names():
+        _CREATED.append([])
+        return _CREATED[-1]
+
+    def _dropped(created, out):
+        _CREATED.remove(created)
+        kept = {n.name for n in out.graph_module.graph.nodes}
+        dropped = [(name, target) for name, target in created if name not in kept]
+        by_target = {}
+        for _, target in dropped:
+            by_target[target] = by_target.get(target, 0) + 1
+        return (f"call {_CALLS[0]} created {len(created)} dropped {len(dropped)} "
+                f"{sorted(by_target.items(), key=lambda x: -x[1])[:8]} first {dropped[:4]}")
 
     def _env_of(program):
         for n in program.graph_module.graph.nodes:
