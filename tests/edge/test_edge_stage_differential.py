@@ -84,6 +84,22 @@ def test_verify_mode_passes_and_returns_the_reference(monkeypatch):
     assert edge.exported_program().graph_module is not None
 
 
+def test_verify_mode_passes_on_an_input_named_input(monkeypatch):
+    """An ``nn.Sequential`` 's argument is named ``input``, a Python builtin: a deep copy
+    of its graph names it ``input_1``, and verify mode once compared that copy with the
+    retrace (which keeps ``input``) and raised on a program the skip lowers exactly."""
+    monkeypatch.setenv("FASTLOWER_EDGE_RETRACES", "verify")
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.LayerNorm(8),
+                                torch.nn.Linear(8, 4)).eval()
+    with torch.no_grad():
+        program = torch.export.export(model, (torch.randn(2, 8),))
+    assert [n.name for n in program.graph.nodes if n.op == "placeholder"][-1] == "input"
+    decompose.SKIPPED.skipped = 0
+    _lower(program, "xnnpack", fastlower=True)  # raised EdgeStageVerificationError
+    assert decompose.SKIPPED.skipped > 0  # the case holds: a skip was verified
+
+
 def test_verify_mode_catches_a_difference(monkeypatch):
     # a skipped retrace that forgot the meta a retrace rewrites must be caught
     monkeypatch.setenv("FASTLOWER_EDGE_RETRACES", "verify")

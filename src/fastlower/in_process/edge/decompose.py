@@ -26,7 +26,7 @@ from typing import Any, Dict, List, Optional
 from torch.export import ExportedProgram
 
 from ..heap_freeze import full_collections_paused
-from .noop_retrace import why_not_skipped
+from .noop_retrace import graph_modules, why_not_skipped
 from .retrace_meta import rewrite_as_retraced
 from .verify import EdgeStageVerificationError, program_difference
 
@@ -53,6 +53,18 @@ def _lifted(program: ExportedProgram) -> set:
             if spec.kind in (InputKind.PARAMETER, InputKind.BUFFER)}
 
 
+def _copy_keeping_names(program: ExportedProgram) -> ExportedProgram:
+    """``copy.deepcopy(program)`` with the original's node names. Copying a graph names its
+    nodes anew, and a name that shadows a Python builtin comes back changed: an
+    ``nn.Sequential``'s argument ``input`` as ``input_1``, which the retrace keeps."""
+    copied = copy.deepcopy(program)
+    for module, original in zip(graph_modules(copied.graph_module),
+                                graph_modules(program.graph_module)):
+        for node, before in zip(module.graph.nodes, original.graph.nodes):
+            node.name = before.name
+    return copied
+
+
 def _retrace(program: ExportedProgram, table: Dict[Any, Any], verify: bool) -> ExportedProgram:
     """``program.run_decompositions(table)``, skipped when it provably changes nothing;
     with ``verify`` it runs anyway and is compared with the skip (the retrace's result
@@ -67,7 +79,7 @@ def _retrace(program: ExportedProgram, table: Dict[Any, Any], verify: bool) -> E
     if not verify:
         rewrite_as_retraced(program.graph_module, _lifted(program))
         return program
-    skipped = copy.deepcopy(program)  # before the retrace, which may touch its input
+    skipped = _copy_keeping_names(program)  # before the retrace, which may touch its input
     retraced = program.run_decompositions(table)
     rewrite_as_retraced(skipped.graph_module, _lifted(skipped))
     difference = program_difference(retraced, skipped)
