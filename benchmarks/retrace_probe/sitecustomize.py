@@ -48,15 +48,13 @@ if os.environ.get("RETRACE_PROBE") or os.environ.get("RETRACE_PROBE_SKIP"):
         return [str(n.meta.get("val")) for n in program.graph_module.graph.nodes]
 
     def _shape_env(program):
-        for n in program.graph_module.graph.nodes:
-            mode = getattr(n.meta.get("val"), "fake_mode", None)
-            env = getattr(mode, "shape_env", None)
-            if env is not None:
-                return dict(unbacked=env.unbacked_symint_counter, ranges=len(env.var_to_range),
-                            replacements=len(env.replacements),
-                            runtime_asserts=sum(map(len, env.deferred_runtime_asserts.values())),
-                            guards=len(env.guards), renamings=len(env.unbacked_renamings))
-        return None
+        env = _env_of(program)
+        if env is None:
+            return None
+        return dict(unbacked=env.unbacked_symint_counter, ranges=len(env.var_to_range),
+                    replacements=len(env.replacements),
+                    runtime_asserts=sum(map(len, env.deferred_runtime_asserts.values())),
+                    guards=len(env.guards), renamings=len(env.unbacked_renamings))
 
     def _constraints(program):
         return {str(k): str(v) for k, v in program.range_constraints.items()}

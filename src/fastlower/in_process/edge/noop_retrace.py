@@ -35,12 +35,12 @@ back to the input, and the ``.pte`` bytes with it.
 
 from __future__ import annotations
 
-import functools
 import operator
 from typing import Any, Collection, Iterator, Optional
 
 import torch
 from torch.fx import GraphModule
+from torch.fx.proxy import _COPY_META_FIELDS
 
 _PLAIN_CALLABLES = frozenset(
     value for value in vars(operator).values() if callable(value)) | frozenset(
@@ -65,23 +65,13 @@ def graph_modules(root: GraphModule) -> Iterator[GraphModule]:
         queue.extend(sub for _, sub, _ in get_control_flow_submodules(module))
 
 
-@functools.lru_cache(maxsize=None)
-def _traced_keys() -> frozenset:
-    """The ``meta`` keys a traced node can hold after a retrace (see the docstring)."""
-    from torch.fx.proxy import _COPY_META_FIELDS
-
-    return frozenset(_COPY_META_FIELDS) | {"stack_trace", "seq_nr", "val", "tensor_meta",
-                                           "eager_input_vals"}
-
-
-@functools.lru_cache(maxsize=None)
-def _copied_from_producer() -> tuple:
-    """The fields a ``getitem`` takes from its producer's ``meta`` in a retrace
-    (``from_node`` and ``original_aten`` are rewritten by :mod:`.retrace_meta`)."""
-    from torch.fx.proxy import _COPY_META_FIELDS
-
-    return tuple(f for f in _COPY_META_FIELDS if f not in ("from_node", "original_aten")) + (
-        "stack_trace",)
+# the meta keys a traced node can hold after a retrace (see the docstring)
+_TRACED_KEYS = frozenset(_COPY_META_FIELDS) | {"stack_trace", "seq_nr", "val", "tensor_meta",
+                                               "eager_input_vals"}
+# the fields a getitem takes from its producer's meta in a retrace (from_node and
+# original_aten are rewritten by .retrace_meta)
+_COPIED_FROM_PRODUCER = tuple(field for field in _COPY_META_FIELDS
+                              if field not in ("from_node", "original_aten")) + ("stack_trace",)
 
 
 def producer(node: torch.fx.Node) -> torch.fx.Node:
@@ -105,7 +95,7 @@ def _aten_op(target: Any) -> Any:
 
 def _meta_not_as_retraced(node: torch.fx.Node) -> Optional[str]:
     """Why a retrace would leave ``node``'s meta otherwise than a skip does, or None."""
-    extra = sorted(set(node.meta) - _traced_keys())
+    extra = sorted(set(node.meta) - _TRACED_KEYS)
     if extra:
         return f"{node.name} holds meta {extra[0]!r}, which a retrace drops"
     if node.target is not operator.getitem:
@@ -116,7 +106,7 @@ def _meta_not_as_retraced(node: torch.fx.Node) -> Optional[str]:
         return f"{node.name} unpacks {source.name}, which is not an operator's node"
     if "original_aten" not in node.meta:
         return f"{node.name} has no original_aten, which a retrace gives it"
-    for field in _copied_from_producer():
+    for field in _COPIED_FROM_PRODUCER:
         if node.meta.get(field, _ABSENT) != source.meta.get(field, _ABSENT):
             return (f"{node.name}'s meta {field!r} is not its producer {source.name}'s, "
                     "which a retrace copies")

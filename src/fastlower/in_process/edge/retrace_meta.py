@@ -114,9 +114,8 @@ def rewrite_as_retraced(root: GraphModule, lifted: Set[str]) -> None:
                     node.meta["eager_input_vals"] = _eager_input_vals(node)
                 else:
                     node.meta.pop("eager_input_vals", None)
-            _eager_input_vals_before_val(node.meta)
-        for node in module.graph.nodes:  # after their producers' original_aten
-            if node.op == "call_function" and node.target is operator.getitem:
+            elif node.target is operator.getitem:  # its producer, earlier, is rewritten
                 source = producer(node)
                 if "original_aten" in source.meta:
                     node.meta["original_aten"] = source.meta["original_aten"]
+            _eager_input_vals_before_val(node.meta)
