@@ -43,8 +43,8 @@ def _lower(name: str, path: str) -> tuple:
                   if path == "unverified" else None)
         manager = exir.to_edge_transform_and_lower(
             exported, partitioner=_partitioners(two=False), compile_config=config)
-    classes = (fastlower.last_report().preprocess_classes or {}) if fastlower.last_report() \
-        else {}
+    report = fastlower.last_report()  # fastlower's (the caller reads it for its own run)
+    classes = (report.preprocess_classes or {}) if report else {}
     edge = compare.describe(manager._edge_programs)
     executorch_program = manager.to_executorch()
     return edge, compare.describe({"forward": executorch_program.exported_program()}), \
