@@ -48,6 +48,7 @@ from . import access, compare, manifest
 from .errors import LoweringCacheVerificationError, Uncacheable
 from .key import LoweringKey, lowering_key, method_programs
 from ..report.memory import record_peak
+from .refit import value_reads
 from .refit.checkpoint import Refit, skimmable, store_record, try_refit
 from .report import report_from_programs
 from .configuration import LoweringCacheSettings, resolve
@@ -124,7 +125,9 @@ def _cached(store: LoweringStore, key: LoweringKey, settings: LoweringCacheSetti
         report = report_from_programs(manager._edge_programs, "hit", key.key, seconds)
         _publish(report, manager)
         return manager
-    refit = try_refit(store, key, programs) if found is None else None
+    refit = try_refit(store, key, programs, value_reads.refused(
+        args["partitioner"], args["transform_passes"], method_programs(programs))) \
+        if found is None else None
     if refit is not None and refit.programs is not None:
         seconds["refit"] = refit.seconds
         if not settings.verify:

@@ -109,9 +109,12 @@ def store_record(store: LoweringStore, key: LoweringKey, backends: List[Any],
                          lambda copy: None)
 
 
-def try_refit(store: LoweringStore, key: LoweringKey, programs: Any) -> Optional[Refit]:
+def try_refit(store: LoweringStore, key: LoweringKey, programs: Any,
+              reads_values: str = "") -> Optional[Refit]:
     """B's lowering made from the entry its structure record names; None when there is no
-    record (or no entry behind it), a :class:`Refit` with ``refused`` when it cannot be."""
+    record (or no entry behind it), a :class:`Refit` with ``refused`` when it cannot be
+    (``reads_values``: why the call's own arguments may read values outside delegates,
+    :func:`.value_reads.refused`)."""
     if not key.structure or key.digests is None:
         return None
     found = access.lookup(store, key.structure)
@@ -122,6 +125,9 @@ def try_refit(store: LoweringStore, key: LoweringKey, programs: Any) -> Optional
     refit = Refit(source=str(info.get("refit_source", "")))
     if info.get("refused"):  # an earlier checkpoint showed this structure cannot be refit
         refit.refused = str(info["refused"])
+        return refit
+    if reads_values:
+        refit.refused = reads_values
         return refit
     if not refit.source.startswith("lowering:"):
         return None
