@@ -24,7 +24,7 @@ import json
 import shutil
 import sys
 from pathlib import Path
-from typing import Dict, List
+from typing import Dict, List, Optional
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -45,10 +45,12 @@ def stage_seconds(calls: List[list]) -> Dict[str, float]:
     return out
 
 
-def edge_stage_seconds(calls: List[list]) -> float:
-    """From ``to_edge_transform_and_lower``'s start to its first ``to_backend``'s."""
-    start = min(begin for name, begin, _ in calls if name == "to_edge_transform_and_lower")
-    return min(begin for name, begin, _ in calls if name == "to_backend") - start
+def edge_stage_seconds(calls: List[list]) -> Optional[float]:
+    """From ``to_edge_transform_and_lower``'s start to its first ``to_backend``'s (None when
+    no ``to_backend`` ran: a lowering-cache hit or a refit)."""
+    starts = [begin for name, begin, _ in calls if name == "to_edge_transform_and_lower"]
+    backends = [begin for name, begin, _ in calls if name == "to_backend"]
+    return min(backends) - min(starts) if starts and backends else None
 
 
 def one_run(kind: str, config, work: Path, workers: int) -> dict:
