@@ -55,6 +55,7 @@ from ..base import state
 from ..preprocess.keys import Canonical, TensorDigests, _directory_digest, _is_fake, versions
 from .refit.provenance import flat_constants
 from .object_text import ObjectCanonical, _operator_name
+from .operators import operator_sources
 from .paths import PathMap, current
 from .errors import Uncacheable
 
@@ -272,8 +273,9 @@ def lowering_key(programs: Any, transform_passes: Any, partitioner: Any,
         canonical.where = f"method {name}"
         canonical.write(f"method:{name}")
         canonical.program(program)
-    objects = canonical.objects
     canonical.where = ""
+    canonical.write(f"operators:{operator_sources(methods.values())}")
+    objects = canonical.objects
     canonical.write(f"partitioner:{objects.text(partitioner, 'partitioner')}")
     canonical.write(f"transform_passes:{objects.text(transform_passes, 'transform_passes')}")
     canonical.write(f"constant_methods:{objects.text(constant_methods, 'constant_methods')}")

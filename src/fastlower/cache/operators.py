@@ -1,0 +1,175 @@
+"""The code behind the operators a program calls, for the cache keys.
+
+The edge stage runs each operator's decomposition (its CompositeImplicitAutograd
+kernel) and each operator's fake kernel (register_fake, Meta, CompositeExplicitAutograd)
+to rebuild shapes; ``to_executorch`` runs the fake kernels again. A program's text names
+an operator, not that code. torch's and ExecuTorch's operators are fixed by the versions
+in the key; any other operator (a user's ``torch.library`` operator, torchao's) is keyed
+here by the source it is registered from, so that editing a decomposition or a fake
+kernel, or upgrading torchao, is a miss, not a stale hit:
+
+* every place the dispatcher names for the operator's kernels (``registered at
+  FILE:LINE``; a ``torch.library.Library``'s operators are named at the library's
+  creation), and the functions of a ``torch.library.custom_op`` and of a
+  ``register_fake``: a file inside a package keys that top-level package (every file;
+  an ExecuTorch backend's package alone), a file outside one keys itself;
+* a kernel compiled into a library (a C++ path this machine does not have) by that
+  path and line, and by the content of every operator library torch loaded from outside
+  torch and ExecuTorch (``torch.ops.load_library``);
+* code with no file (``<stdin>``, a notebook cell) cannot be keyed: the call is not
+  cached (:class:`~.errors.Uncacheable`).
+
+Not covered: a Python kernel registered on one of torch's own operators
+(``aten.*.py_impl``) or a decomposition added to torch's tables at run time.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from pathlib import Path
+from typing import Any, Iterable, List, Optional, Set
+
+import torch
+from torch.export import ExportedProgram
+
+from ..preprocess.keys import _directory_digest
+from .errors import Uncacheable
+
+_REGISTERED = re.compile(r"registered at (.+?):(\d+)\b")
+_TORCH_NAMESPACES = {"aten", "prim", "prims", "higher_order"}
+
+
+def operator_sources(programs: Iterable[ExportedProgram]) -> str:
+    """``namespace::name=source;...`` for every operator outside torch's namespaces that the
+    programs' graphs (control-flow branches included) call, sorted."""
+    names: Set[str] = set()
+    for program in programs:
+        for module in program.graph_module.modules():
+            if isinstance(module, torch.fx.GraphModule):
+                names.update(filter(None, map(_qualname, module.graph.nodes)))
+    compiled = False
+    parts = []
+    for name in sorted(names):
+        places, is_compiled = _sources(name)
+        compiled |= is_compiled
+        parts.append(f"{name}={','.join(places)}")
+    if compiled:
+        parts.append("libraries=" + ",".join(_loaded_libraries()))
+    return ";".join(parts)
+
+
+def _qualname(node: torch.fx.Node) -> Optional[str]:
+    if node.op != "call_function":
+        return None
+    target: Any = node.target
+    if not isinstance(target, torch._ops.OpOverload):
+        target = getattr(target, "_op", None)  # an Edge operator: the ATen one it wraps
+        if not isinstance(target, torch._ops.OpOverload):
+            return None
+    namespace = target.namespace
+    return None if namespace in _TORCH_NAMESPACES else target._schema.name
+
+
+def _sources(name: str) -> "tuple[List[str], bool]":
+    """The keyed source of each place ``name``'s code is registered from, and whether one
+    is compiled code."""
+    places: Set[str] = set()
+    compiled = False
+    try:
+        dump = torch._C._dispatch_dump(name)
+    except RuntimeError:
+        dump = ""
+    found = [(path, line) for path, line in _REGISTERED.findall(dump)]
+    found += [(f, "0") for f in _python_files(name)]
+    for path, line in found:
+        if path.startswith("<"):
+            raise Uncacheable(f"operator {name} is registered by code with no source file "
+                              f"({path}:{line}); its decomposition and shapes cannot be keyed")
+        file = Path(path)
+        if file.is_file():
+            places.add(_file_source(file.resolve()))
+        else:
+            places.add(f"compiled:{path}:{line}")
+            compiled = True
+    return sorted(p for p in places if p), compiled
+
+
+def _python_files(name: str) -> List[str]:
+    """Files of a ``custom_op``'s functions and of a ``register_fake`` kernel."""
+    from torch._library import custom_ops, simple_registry
+
+    functions: List[Any] = []
+    definition = custom_ops.OPDEFS.get(name)
+    if definition is not None:
+        functions += [definition._init_fn, definition._abstract_fn,
+                      *definition._backend_fns.values()]
+    entry = simple_registry.singleton.get(name)  # get: find() would add an entry
+    for kernel in getattr(getattr(entry, "fake_impl", None), "kernels", ()):
+        functions.append(getattr(kernel, "func", None))
+        source = str(getattr(kernel, "source", ""))
+        if source:
+            functions.append(source.rsplit(":", 1)[0])
+    files = []
+    for function in functions:
+        if isinstance(function, str):
+            files.append(function)
+            continue
+        code = getattr(function, "__code__", None)
+        if code is not None:
+            files.append(code.co_filename)
+    return files
+
+
+def _file_source(file: Path) -> str:
+    """'' for torch's, ExecuTorch's (outside its backends) and the standard library's files;
+    else the digest of the file's top-level package (an ExecuTorch backend's own package),
+    or of the file alone."""
+    if any(_inside(file, root) for root in _versioned_roots()):
+        backends = _executorch_backends()
+        if backends is None or not _inside(file, backends):
+            return ""
+        package = _package_under(file, backends)
+        return f"{package.name}:{_directory_digest(package)}"
+    top = file
+    while (top.parent / "__init__.py").is_file():
+        top = top.parent
+    return f"{top.name}:{_directory_digest(top)}"
+
+
+def _inside(file: Path, root: Path) -> bool:
+    return root == file or root in file.parents
+
+
+def _package_under(file: Path, root: Path) -> Path:
+    return root / file.relative_to(root).parts[0]
+
+
+@functools.lru_cache(maxsize=None)
+def _versioned_roots() -> List[Path]:
+    import executorch.exir
+
+    roots = [Path(torch.__file__).resolve().parent,
+             Path(executorch.exir.__file__).resolve().parent.parent]
+    stdlib = Path(functools.__file__).resolve().parent
+    return roots + [stdlib]
+
+
+@functools.lru_cache(maxsize=None)
+def _executorch_backends() -> Optional[Path]:
+    import executorch.exir
+
+    backends = Path(executorch.exir.__file__).resolve().parent.parent / "backends"
+    return backends if backends.is_dir() else None
+
+
+def _loaded_libraries() -> List[str]:
+    """The content digest of each operator library torch loaded from outside torch and
+    ExecuTorch."""
+    found = []
+    for path in sorted(getattr(torch.ops, "loaded_libraries", ())):
+        file = Path(path).resolve()
+        if file.is_file() and not any(_inside(file, r) for r in _versioned_roots()[:2]):
+            found.append(f"{file.name}:{_directory_digest(file)}")
+    return found
+

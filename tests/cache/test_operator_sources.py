@@ -1,0 +1,105 @@
+"""A custom operator's code is in the lowering key (``fastlower.cache.operators``): its
+decomposition edited between two processes on one cache folder is a miss that gives
+ExecuTorch's ``.pte``, not a stale hit (a stale hit without it); code without a
+source file is not cached; torch's and ExecuTorch's operators add nothing."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from fastlower.cache.errors import Uncacheable
+from fastlower.cache.operators import operator_sources
+from tests import python_children
+
+ROOT = Path(__file__).resolve().parents[2]
+OPS = '''import torch
+lib = torch.library.Library("fltest_ops", "DEF")
+lib.define("scale(Tensor x) -> Tensor")
+def scale(x):
+    return x * {factor}
+lib.impl("scale", scale, "CompositeImplicitAutograd")
+'''
+
+
+def _lower(tmp_path: Path, impl: str, tag: str) -> dict:
+    out = tmp_path / f"{impl}-{tag}.json"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("FASTLOWER_")}
+    env["PYTHONPATH"] = str(ROOT)
+    done = python_children.run(
+        [sys.executable, "-m", "tests.cache.operator_lowering", str(out), str(tmp_path / "ops"),
+         impl, str(tmp_path / "cache")], cwd=ROOT, env=env, capture_output=True, text=True,
+        timeout=600)
+    assert done.returncode == 0, done.stderr[-4000:]
+    found = json.loads(out.read_text())
+    found["pte"] = out.with_name(out.name + ".pte").read_bytes()
+    return found
+
+
+def test_an_edited_decomposition_is_a_miss_with_executorchs_pte(tmp_path):
+    (tmp_path / "ops").mkdir()
+    ops = tmp_path / "ops" / "fl_ops.py"
+    ops.write_text(OPS.format(factor=2))
+    first = _lower(tmp_path, "fastlower", "two")
+    assert first["lowering_cache"] == "miss"
+    ops.write_text(OPS.format(factor=3))
+    second = _lower(tmp_path, "fastlower", "three")
+    expected = _lower(tmp_path, "reference", "three")
+    assert expected["pte"] != first["pte"]
+    assert second["lowering_cache"] == "miss"
+    assert second["pte"] == expected["pte"]
+    assert _lower(tmp_path, "fastlower", "again")["lowering_cache"] == "hit"
+
+
+def _program(module: torch.nn.Module, *inputs):
+    return torch.export.export(module, inputs)
+
+
+class _Add(torch.nn.Module):
+    def forward(self, x):
+        return x + 1
+
+
+def test_torchs_operators_add_nothing():
+    assert operator_sources([_program(_Add(), torch.randn(2))]) == ""
+
+
+def test_code_without_a_source_file_is_not_cached():
+    namespace: dict = {}
+    exec(compile(OPS.replace("fltest_ops", "fltest_nofile").format(factor=2), "<stdin>", "exec"),
+         namespace)
+
+    class Calls(torch.nn.Module):
+        def forward(self, x):
+            return torch.ops.fltest_nofile.scale(x)
+
+    with pytest.raises(Uncacheable, match="no source file"):
+        operator_sources([_program(Calls(), torch.randn(2))])
+
+
+def test_a_custom_ops_functions_and_torchaos_operators_are_keyed(tmp_path):
+    from torchao.quantization.quant_primitives import _choose_qparams_affine  # noqa: F401
+
+    @torch.library.custom_op("fltest_keyed::twice", mutates_args=())
+    def twice(x: torch.Tensor) -> torch.Tensor:
+        return x * 2
+
+    @twice.register_fake
+    def _(x):
+        return torch.empty_like(x)
+
+    class Calls(torch.nn.Module):
+        def forward(self, x):
+            scale, zero = torch.ops.torchao.choose_qparams_affine(
+                x, "ASYMMETRIC", [1, 4], torch.int8, -128, 127, 1e-5, torch.float32, torch.int8)
+            return torch.ops.fltest_keyed.twice(x) * scale
+
+    text = operator_sources([_program(Calls(), torch.randn(1, 4))])
+    assert "fltest_keyed::twice=test_operator_sources.py:" in text or \
+        "fltest_keyed::twice=tests:" in text, text
+    assert "torchao::choose_qparams_affine=torchao:" in text, text
