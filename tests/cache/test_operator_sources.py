@@ -1,4 +1,4 @@
-"""A custom operator's code is in the lowering key (``fastlower.cache.operators``): its
+"""A custom operator's code is in the lowering key (``fastlower.preprocess.code_digests``): its
 decomposition edited between two processes on one cache folder is a miss that gives
 ExecuTorch's ``.pte``, not a stale hit (a stale hit without it); code without a
 source file is not cached; torch's and ExecuTorch's operators add nothing."""
@@ -13,8 +13,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from fastlower.cache.errors import Uncacheable
-from fastlower.cache.operators import operator_sources
+from fastlower.preprocess.code_digests import NoSourceFile, operator_sources
 from tests import python_children
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -78,7 +77,7 @@ def test_code_without_a_source_file_is_not_cached():
         def forward(self, x):
             return torch.ops.fltest_nofile.scale(x)
 
-    with pytest.raises(Uncacheable, match="no source file"):
+    with pytest.raises(NoSourceFile, match="no source file"):
         operator_sources([_program(Calls(), torch.randn(2))])
 
 

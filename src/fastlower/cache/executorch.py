@@ -46,8 +46,7 @@ from ..preprocess.keys import versions
 from . import access, pte_pieces
 from .errors import Uncacheable
 from .execution import LazyExecutionPrograms
-from .key import ENTRY_FORMAT, ProgramCanonical, fastlower_source
-from .operators import operator_sources
+from .key import ENTRY_FORMAT, ProgramCanonical, fastlower_source, operators_text
 from .paths import PathMap, current
 from .configuration import LoweringCacheSettings, resolve
 from .store import LoweringStore
@@ -82,7 +81,7 @@ def executorch_key(manager: EdgeProgramManager, config: Optional[ExecutorchBacke
         canonical.write(f"method:{name}")
         canonical.program(program)
     canonical.where = ""
-    canonical.write(f"operators:{operator_sources(manager._edge_programs.values())}")
+    canonical.write(f"operators:{operators_text(manager._edge_programs.values())}")
     objects = canonical.objects
     canonical.write(f"config_methods:{objects.text(manager._config_methods, 'constant_methods')}")
     canonical.write(f"compile_config:{objects.text(manager.compile_config, 'compile_config')}")

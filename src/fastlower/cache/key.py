@@ -52,10 +52,10 @@ import xxhash
 from torch.export import ExportedProgram
 
 from ..base import state
-from ..preprocess.keys import Canonical, TensorDigests, _directory_digest, _is_fake, versions
+from ..preprocess.code_digests import NoSourceFile, directory_digest, operator_sources
+from ..preprocess.keys import Canonical, TensorDigests, _is_fake, versions
 from .refit.provenance import flat_constants
 from .object_text import ObjectCanonical, _operator_name
-from .operators import operator_sources
 from .paths import PathMap, current
 from .errors import Uncacheable
 
@@ -74,7 +74,7 @@ _SIMPLE = (type(None), bool, int, float, str, torch.fx.Node, torch.Tensor, list,
 def fastlower_source() -> str:
     """Digest of the installed fastlower package's files (a changed fastlower, same version)."""
     # the package's folder: this module's grandparent (fastlower/cache/key.py)
-    return _directory_digest(Path(__file__).resolve().parent.parent)
+    return directory_digest(Path(__file__).resolve().parent.parent)
 
 
 class ProgramCanonical(Canonical):
@@ -274,7 +274,7 @@ def lowering_key(programs: Any, transform_passes: Any, partitioner: Any,
         canonical.write(f"method:{name}")
         canonical.program(program)
     canonical.where = ""
-    canonical.write(f"operators:{operator_sources(methods.values())}")
+    canonical.write(f"operators:{operators_text(methods.values())}")
     objects = canonical.objects
     canonical.write(f"partitioner:{objects.text(partitioner, 'partitioner')}")
     canonical.write(f"transform_passes:{objects.text(transform_passes, 'transform_passes')}")
@@ -285,6 +285,14 @@ def lowering_key(programs: Any, transform_passes: Any, partitioner: Any,
                        canonical.lines, "structure:" + structure,
                        {name: constant_digests(program, canonical.tensor_digests)
                         for name, program in methods.items()})
+
+
+def operators_text(programs: Any) -> str:
+    """:func:`~fastlower.preprocess.code_digests.operator_sources`, uncacheable without a file."""
+    try:
+        return operator_sources(programs)
+    except NoSourceFile as why:
+        raise Uncacheable(str(why)) from why
 
 
 def constant_digests(program: ExportedProgram, digests: TensorDigests) -> Dict[str, str]:

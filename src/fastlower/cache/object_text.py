@@ -33,7 +33,7 @@ from typing import Any, Callable, Dict, List, Optional
 import torch
 import xxhash
 
-from ..preprocess.keys import _directory_digest
+from ..preprocess.code_digests import directory_digest
 from .errors import Uncacheable
 
 # modules whose code is fixed by the versions in the key (torch, executorch, python)
@@ -101,7 +101,7 @@ def source_digest(module: str) -> str:
         return f"no-source:{root}"
     path = Path(file).resolve()
     target = path.parent if hasattr(mod, "__path__") else path
-    return f"{root}:{_directory_digest(target)}:{_distribution(parts[0])}"
+    return f"{root}:{directory_digest(target)}:{_distribution(parts[0])}"
 
 
 def qualified(obj: Any, what: str, path: str) -> str:

@@ -21,7 +21,9 @@
   nested graphs (``cond``/``map`` bodies) and nested lowered modules (backend
   id, compile specs, processed bytes, their graph); the graph signature, the
   range constraints, the module call graph, and the name, dtype, shape, stride
-  and bytes of every ``state_dict`` entry and constant.
+  and bytes of every ``state_dict`` entry and constant;
+* the source of every operator of the partition outside torch's namespaces
+  (:func:`.code_digests.operator_sources`: the backend may run its fake kernel).
 
 **Not in the key**:
 
@@ -61,6 +63,7 @@ import xxhash
 from torch.fx.node import _get_qualified_name
 from torch.export import ExportedProgram
 
+from .code_digests import clear_directory_digests, directory_digest, operator_sources
 from .jobs import PreprocessJob
 
 ENTRY_FORMAT = 2  # 2: an entry says how its result was made (cache.MADE)
@@ -99,29 +102,17 @@ def _source_root(module_name: str) -> List[Path]:
     return [path.parent]
 
 
-@functools.lru_cache(maxsize=None)
-def _directory_digest(root: Path) -> str:
-    hasher = xxhash.xxh3_128()
-    files = [root] if root.is_file() else sorted(
-        p for p in root.rglob("*") if p.is_file() and "__pycache__" not in p.parts)
-    for path in files:
-        hasher.update(str(path.relative_to(root.parent)).encode() + b"\0")
-        hasher.update(path.read_bytes())
-        hasher.update(b"\0")
-    return hasher.hexdigest()
-
-
 def source_digest(backend: type) -> str:
     """Digest of the source files of the package defining ``backend`` (cached per process)."""
     roots = _source_root(backend.__module__)
     if not roots:
         return f"no-source:{backend.__module__}"
-    return _directory_digest(roots[0])
+    return directory_digest(roots[0])
 
 
 def clear_source_digests() -> None:
     """Forget the per-process source digests (after editing a backend's source in place)."""
-    _directory_digest.cache_clear()
+    clear_directory_digests()
 
 
 class Canonical:
@@ -291,6 +282,7 @@ def cache_key(job: PreprocessJob, tensor_digests: Optional[TensorDigests] = None
     canonical = Canonical(tensor_digests)
     write_backend(canonical, job)
     canonical.program(job.program)
+    canonical.write(f"operators:{operator_sources([job.program])}")
     return canonical.hasher.hexdigest()
 
 

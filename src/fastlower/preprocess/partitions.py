@@ -37,12 +37,15 @@ from .executors import (
 from .failures import CacheVerificationError
 from .folder import UntrustedFolder, tell_once, warn_read_only, warn_untrusted
 from .jobs import PreprocessJob, call_preprocess, estimated_cost
+from .code_digests import NoSourceFile
 from .keys import TensorDigests, cache_key
 from .progress import partition_bar
 from .configuration import ResolvedOptions, resolve
 from ..report.model import classes_text
 from .stored_later import Held, wait_for
 from .structure.classes import ClassPlan
+
+log = logging.getLogger(__name__)
 
 
 # backend classes that have preprocessed a partition in this process (see prime())
@@ -148,7 +151,10 @@ def _look_up(jobs: Sequence[PreprocessJob], cache: Optional[PreprocessCache], re
     digests: TensorDigests = {}
     for job in jobs:
         if job.parallel_ok:
-            keys[job.index] = cache_key(job, digests)
+            try:
+                keys[job.index] = cache_key(job, digests)
+            except NoSourceFile as why:  # run, not cached
+                log.debug("partition %d not cached: %s", job.index, why)
     report.cache_key_seconds += time.perf_counter() - start
     for index, key in keys.items():
         wait_for(key)  # a child of this process may be storing it

@@ -1,4 +1,7 @@
-"""The code behind the operators a program calls, for the cache keys.
+"""Digests of the code a lowering runs, for the cache keys: a package's or a file's source
+(:func:`directory_digest`), and the code behind the operators a program calls
+(:func:`operator_sources`, in the lowering cache's, ``to_executorch``'s and each
+partition's ``preprocess`` key).
 
 The edge stage runs each operator's decomposition (its CompositeImplicitAutograd
 kernel) and each operator's fake kernel (register_fake, Meta, CompositeExplicitAutograd)
@@ -16,8 +19,8 @@ kernel, or upgrading torchao, is a miss, not a stale hit:
 * a kernel compiled into a library (a C++ path this machine does not have) by that
   path and line, and by the content of every operator library torch loaded from outside
   torch and ExecuTorch (``torch.ops.load_library``);
-* code with no file (``<stdin>``, a notebook cell) cannot be keyed: the call is not
-  cached (:class:`~.errors.Uncacheable`).
+* code with no file (``<stdin>``, a notebook cell) cannot be keyed
+  (:class:`NoSourceFile`): the call or the partition is not cached.
 
 Not covered: a Python kernel registered on one of torch's own operators
 (``aten.*.py_impl``) or a decomposition added to torch's tables at run time.
@@ -31,10 +34,30 @@ from pathlib import Path
 from typing import Any, Iterable, List, Optional, Set
 
 import torch
+import xxhash
 from torch.export import ExportedProgram
 
-from ..preprocess.keys import _directory_digest
-from .errors import Uncacheable
+@functools.lru_cache(maxsize=None)
+def directory_digest(root: Path) -> str:
+    """Digest of every file below ``root`` (or of the file ``root``), with paths relative
+    to its parent; once per process (:func:`clear_directory_digests`)."""
+    hasher = xxhash.xxh3_128()
+    files = [root] if root.is_file() else sorted(
+        p for p in root.rglob("*") if p.is_file() and "__pycache__" not in p.parts)
+    for path in files:
+        hasher.update(str(path.relative_to(root.parent)).encode() + b"\0")
+        hasher.update(path.read_bytes())
+        hasher.update(b"\0")
+    return hasher.hexdigest()
+
+
+def clear_directory_digests() -> None:
+    directory_digest.cache_clear()
+
+
+class NoSourceFile(Exception):
+    """An operator's code has no file to key (``<stdin>``, a notebook cell)."""
+
 
 _REGISTERED = re.compile(r"registered at (.+?):(\d+)\b")
 _TORCH_NAMESPACES = {"aten", "prim", "prims", "higher_order"}
@@ -84,7 +107,7 @@ def _sources(name: str) -> "tuple[List[str], bool]":
     found += [(f, "0") for f in _python_files(name)]
     for path, line in found:
         if path.startswith("<"):
-            raise Uncacheable(f"operator {name} is registered by code with no source file "
+            raise NoSourceFile(f"operator {name} is registered by code with no source file "
                               f"({path}:{line}); its decomposition and shapes cannot be keyed")
         file = Path(path)
         if file.is_file():
@@ -130,11 +153,11 @@ def _file_source(file: Path) -> str:
         if backends is None or not _inside(file, backends):
             return ""
         package = _package_under(file, backends)
-        return f"{package.name}:{_directory_digest(package)}"
+        return f"{package.name}:{directory_digest(package)}"
     top = file
     while (top.parent / "__init__.py").is_file():
         top = top.parent
-    return f"{top.name}:{_directory_digest(top)}"
+    return f"{top.name}:{directory_digest(top)}"
 
 
 def _inside(file: Path, root: Path) -> bool:
@@ -170,6 +193,6 @@ def _loaded_libraries() -> List[str]:
     for path in sorted(getattr(torch.ops, "loaded_libraries", ())):
         file = Path(path).resolve()
         if file.is_file() and not any(_inside(file, r) for r in _versioned_roots()[:2]):
-            found.append(f"{file.name}:{_directory_digest(file)}")
+            found.append(f"{file.name}:{directory_digest(file)}")
     return found
 
