@@ -1,9 +1,10 @@
 """Lower a program calling a custom operator through the lowering cache, in a process of
 its own (a subprocess of ``test_operator_sources``):
-``python -m tests.cache.operator_lowering OUT.json OPS_DIR IMPL CACHE``.
+``python -m tests.cache.operator_lowering OUT.json OPS_DIR IMPL CACHE [DTYPE]``.
 
 OPS_DIR holds ``fl_ops.py``, which defines the operator ``fltest_ops::scale`` (its
-decomposition written by the test); IMPL ``reference`` or ``fastlower``. OUT.json: the
+decomposition written by the test); IMPL ``reference`` or ``fastlower``; DTYPE, the
+default dtype set after export, before the lowering (``float32`` if not given). OUT.json: the
 report's ``lowering_cache`` (fastlower); the ``.pte`` in OUT.json.pte.
 """
 
@@ -33,7 +34,8 @@ def main(argv) -> None:
     importlib.import_module("fl_ops")
     from executorch.backends.xnnpack.partition.xnnpack_partitioner import XnnpackPartitioner
 
-    program = torch.export.export(Scaled().eval(), (torch.randn(2, 8),))
+    program = torch.export.export(Scaled().eval(), (torch.ones(2, 8),))
+    torch.set_default_dtype(getattr(torch, argv[4] if len(argv) > 4 else "float32"))
     found = {}
     if impl == "reference":
         from executorch.exir import to_edge_transform_and_lower

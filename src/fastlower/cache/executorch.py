@@ -42,7 +42,7 @@ from executorch.exir._serialize._cord import Cord
 from executorch.exir.capture._config import ExecutorchBackendConfig
 from executorch.exir.program._program import EdgeProgramManager, ExecutorchProgramManager
 
-from ..preprocess.keys import versions
+from ..preprocess.keys import process_settings, versions
 from . import access, pte_pieces
 from .errors import Uncacheable
 from .execution import LazyExecutionPrograms
@@ -74,7 +74,8 @@ def executorch_key(manager: EdgeProgramManager, config: Optional[ExecutorchBacke
     # meta paths relative to the bases (.paths), unless the .pte is to hold stack traces
     canonical = ProgramCanonical(paths=None if config.emit_stacktrace else PathMap(current()))
     canonical.write(f"fastlower-executorch-cache:{ENTRY_FORMAT}")
-    canonical.write(f"versions:{versions()};fastlower-source={fastlower_source()}")
+    canonical.write(f"versions:{versions()};fastlower-source={fastlower_source()};"
+                    f"{process_settings()}")
     canonical.write(f"methods:{list(manager._edge_programs)}")
     for name, program in manager._edge_programs.items():
         canonical.where = f"method {name}"

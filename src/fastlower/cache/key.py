@@ -53,7 +53,7 @@ from torch.export import ExportedProgram
 
 from ..base import state
 from ..preprocess.code_digests import NoSourceFile, directory_digest, operator_sources
-from ..preprocess.keys import Canonical, TensorDigests, _is_fake, versions
+from ..preprocess.keys import Canonical, TensorDigests, _is_fake, process_settings, versions
 from .refit.provenance import flat_constants
 from .object_text import ObjectCanonical, _operator_name
 from .paths import PathMap, current
@@ -264,7 +264,7 @@ def lowering_key(programs: Any, transform_passes: Any, partitioner: Any,
     canonical = ProgramCanonical(record=record, structure=True, paths=PathMap(current()))
     canonical.write(f"fastlower-lowering-cache:{ENTRY_FORMAT}")
     canonical.write(f"versions:{versions()};fastlower-source={fastlower_source()};"
-                    f"python={platform.python_version()}")
+                    f"python={platform.python_version()};{process_settings()}")
     canonical.write(f"switches:strict_tags={state.strict_tags_enabled()},"
                     f"strict_partitioners={state.strict_partitioners_enabled()},"
                     f"validation={state.validation_enabled()}")

@@ -9,6 +9,8 @@
   including its flatbuffer schemas). A class defined in a top-level module
   (no package) digests that one file. Computed once per directory per process;
 * the torch, executorch and fastlower versions, and the cache's entry format;
+* the process settings the lowering reads (:func:`process_settings`: default dtype and
+  device, dynamo's ``do_not_emit_runtime_asserts``);
 * the compile specs (key and value bytes, in order) and which copy the
   reference makes before ``preprocess`` (plain, or the backend's
   ``copy_exported_program_for_preprocess``);
@@ -89,6 +91,18 @@ def versions() -> str:
             return "unknown"
     return (f"torch={torch.__version__};executorch={version('executorch')};"
             f"fastlower={version('fastlower')};format={ENTRY_FORMAT};shortcuts={SHORTCUTS}")
+
+
+def process_settings() -> str:
+    """The process-wide settings a lowering reads that no argument carries: the default
+    dtype and device (ExecuTorch's passes make tensors from Python numbers, a retrace
+    re-derives dtypes), and whether export emits runtime asserts (they take debug
+    handles). Read at each key, as the lowering reads them."""
+    from torch._dynamo import config as dynamo_config
+
+    return (f"default_dtype={torch.get_default_dtype()};"
+            f"default_device={torch.get_default_device()};"
+            f"no_runtime_asserts={dynamo_config.do_not_emit_runtime_asserts}")
 
 
 def _source_root(module_name: str) -> List[Path]:
@@ -292,6 +306,7 @@ def write_backend(canonical: Canonical, job: PreprocessJob) -> None:
     canonical.write(f"backend:{job.backend_id}|{backend.__module__}.{backend.__qualname__}")
     canonical.write(f"source:{source_digest(backend)}")
     canonical.write(f"versions:{versions()}")
+    canonical.write(f"settings:{process_settings()}")
     canonical.write(f"copy:{'backend-hook' if job.backend_copy_hook else 'plain'}")
     canonical.write("specs:" + ",".join(f"{s.key}={bytes(s.value).hex()}"
                                         for s in job.compile_specs))

@@ -1,7 +1,9 @@
-"""A custom operator's code is in the lowering key (``fastlower.preprocess.code_digests``): its
-decomposition edited between two processes on one cache folder is a miss that gives
-ExecuTorch's ``.pte``, not a stale hit (a stale hit without it); code without a
-source file is not cached; torch's and ExecuTorch's operators add nothing."""
+"""What the lowering reads beyond its arguments is in the lowering key: a custom
+operator's code (``fastlower.preprocess.code_digests``) and the process settings
+(``keys.process_settings``). A decomposition edited, or the default dtype changed,
+between two processes on one cache folder is a miss that gives ExecuTorch's ``.pte``,
+not a stale hit (each a stale hit without its line in the key); code without a source
+file is not cached; torch's and ExecuTorch's operators add nothing."""
 
 from __future__ import annotations
 
@@ -26,13 +28,13 @@ lib.impl("scale", scale, "CompositeImplicitAutograd")
 '''
 
 
-def _lower(tmp_path: Path, impl: str, tag: str) -> dict:
+def _lower(tmp_path: Path, impl: str, tag: str, dtype: str = "float32") -> dict:
     out = tmp_path / f"{impl}-{tag}.json"
     env = {k: v for k, v in os.environ.items() if not k.startswith("FASTLOWER_")}
     env["PYTHONPATH"] = str(ROOT)
     done = python_children.run(
         [sys.executable, "-m", "tests.cache.operator_lowering", str(out), str(tmp_path / "ops"),
-         impl, str(tmp_path / "cache")], cwd=ROOT, env=env, capture_output=True, text=True,
+         impl, str(tmp_path / "cache"), dtype], cwd=ROOT, env=env, capture_output=True, text=True,
         timeout=600)
     assert done.returncode == 0, done.stderr[-4000:]
     found = json.loads(out.read_text())
@@ -53,6 +55,34 @@ def test_an_edited_decomposition_is_a_miss_with_executorchs_pte(tmp_path):
     assert second["lowering_cache"] == "miss"
     assert second["pte"] == expected["pte"]
     assert _lower(tmp_path, "fastlower", "again")["lowering_cache"] == "hit"
+
+
+def test_the_default_dtype_at_lowering_is_in_the_key(tmp_path):
+    # ExecuTorch's ScalarToTensorPass makes the factor a tensor of the default dtype
+    (tmp_path / "ops").mkdir()
+    (tmp_path / "ops" / "fl_ops.py").write_text(OPS.format(factor=2.5))
+    first = _lower(tmp_path, "fastlower", "f32")
+    second = _lower(tmp_path, "fastlower", "f64", "float64")
+    expected = _lower(tmp_path, "reference", "f64", "float64")
+    assert expected["pte"] != first["pte"]
+    assert second["lowering_cache"] == "miss" and second["pte"] == expected["pte"]
+
+
+def test_process_settings_name_what_the_lowering_reads():
+    from torch._dynamo import config as dynamo_config
+
+    from fastlower.preprocess.keys import process_settings
+
+    before = process_settings()
+    with dynamo_config.patch(do_not_emit_runtime_asserts=True):
+        assert process_settings() != before
+    previous = torch.get_default_dtype()
+    torch.set_default_dtype(torch.float64)
+    try:
+        assert process_settings() != before
+    finally:
+        torch.set_default_dtype(previous)
+    assert process_settings() == before
 
 
 def _program(module: torch.nn.Module, *inputs):
