@@ -98,3 +98,24 @@ def test_report_of_a_multi_method_lowering():
         result = fastlower.to_backend(MethodProgramsPartitionerSpec(
             programs, {"forward": SleepyAddPartitioner()}))
     _check(fastlower.last_report(), programs["forward"], list(result.values()))
+
+
+def test_report_names_the_edge_stages_skipped_retraces_without_a_cache():
+    from executorch.backends.xnnpack.partition.xnnpack_partitioner import XnnpackPartitioner
+
+    import fastlower.cache
+
+    class Relu(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.linear = torch.nn.Linear(4, 4)
+
+        def forward(self, x):
+            return torch.relu(self.linear(x))
+
+    program = torch.export.export(Relu(), (torch.randn(2, 4),))
+    with fastlower.preprocess.options(cache_dir=None):
+        fastlower.cache.to_edge_transform_and_lower(program, partitioner=[XnnpackPartitioner()])
+    report = fastlower.last_report()
+    assert report.edge_retraces["skipped"] + report.edge_retraces["run"] == 2, report.edge_retraces
+    assert "edge stage: 2 retraces skipped" in report.format()

@@ -92,7 +92,9 @@ def to_edge_transform_and_lower(  # noqa: C901
                 generate_etrecord=generate_etrecord)
     settings = resolve()
     if settings.directory is None:
-        return _lower(programs, args)
+        manager = _lower(programs, args)
+        _note_edge_stage(manager)
+        return manager
     try:
         key = lowering_key(programs, **args)
     except Uncacheable as why:
@@ -273,6 +275,17 @@ def _publish(report, manager: EdgeProgramManager) -> None:
     registry.publish(report, dict(manager._edge_programs))
 
 
+def _note_edge_stage(manager: EdgeProgramManager) -> None:
+    """The retraces this thread's edge stage just skipped and ran, in the manager's report."""
+    from ..in_process.edge.decompose import SKIPPED
+    from ..report import registry
+
+    report = registry.report_for(manager)
+    if report is not None:
+        report.edge_retraces = {"skipped": SKIPPED.skipped, "run": SKIPPED.run,
+                                "reasons": list(SKIPPED.reasons)}
+
+
 def _mark_report(manager: EdgeProgramManager, status: str, key: str,
                  seconds: Dict[str, float], refit: Optional[Refit] = None) -> None:
     """The live lowering's report (its last ``to_backend``), marked; a lowering that ran no
@@ -289,11 +302,8 @@ def _mark_report(manager: EdgeProgramManager, status: str, key: str,
         _publish(report, manager)
         return
     report.refit = refit.as_report() if refit is not None else {}
-    if status in ("miss", "verified"):  # this thread's edge stage just ran for it
-        from ..in_process.edge.decompose import SKIPPED
-
-        report.edge_retraces = {"skipped": SKIPPED.skipped, "run": SKIPPED.run,
-                                "reasons": list(SKIPPED.reasons)}
+    if status in ("miss", "verified", "uncacheable"):  # this thread's edge stage ran
+        _note_edge_stage(manager)
     report.lowering_cache = status
     report.lowering_cache_key = key
     report.lowering_cache_seconds = dict(seconds)

@@ -249,12 +249,12 @@ class ReportData:
                 + self._format_preprocess() + self._format_lowering_cache())
 
     def _format_lowering_cache(self) -> str:
+        retraces = f"\n{retraces_line(self.edge_retraces)}" if self.edge_retraces else ""
         if self.lowering_cache is None:
-            return ""
+            return retraces
         steps = ", ".join(f"{k} {v:.3f}s" for k, v in self.lowering_cache_seconds.items())
         return (f"\nlowering cache: {self.lowering_cache}" + (f" ({steps})" if steps else "")
-                + (f"\n{refit_line(self.refit)}" if self.refit else "")
-                + (f"\n{retraces_line(self.edge_retraces)}" if self.edge_retraces else ""))
+                + (f"\n{refit_line(self.refit)}" if self.refit else "") + retraces)
 
     def record_classes(self, stats: Dict[str, Any]) -> None:
         """Add one preprocess batch's structural-class counts (``ClassStats.as_dict``);
