@@ -57,6 +57,7 @@ from ..base.compat import check_versions
 from .store import LoweringStore
 
 from ..in_process import dispatch as patch
+from ..in_process import xnnpack_draws
 from ..in_process.while_lowering import lowering_step
 from ..in_process.stack_room import with_stack_room
 
@@ -126,6 +127,7 @@ def _cached(store: LoweringStore, key: LoweringKey, settings: LoweringCacheSetti
         manager = _manager(payload["programs"], info, args)
         report = report_from_programs(manager._edge_programs, "hit", key.key, seconds)
         _publish(report, manager)
+        _draws_as_reference(info)
         return manager
     refit = try_refit(store, key, programs, value_reads.refused(
         args["partitioner"], args["transform_passes"], method_programs(programs))) \
@@ -169,6 +171,7 @@ def _refitted(store: LoweringStore, settings: LoweringCacheSettings, key: Loweri
     report = report_from_programs(manager._edge_programs, "refit", key.key, seconds)
     report.refit = refit.as_report()
     _publish(report, manager)
+    _draws_as_reference(refit.info)
     return manager
 
 
@@ -267,6 +270,14 @@ def _lower_recording(programs: Any, args: Dict[str, Any]):
     else:
         added = [op for op in config._core_aten_ops_exception_list if op not in before]
     return manager, manifest.op_names(added)
+
+
+def _draws_as_reference(info: Dict[str, Any]) -> None:
+    """A hit or refit ran no ``preprocess``: the random draws ExecuTorch's would have made
+    (:mod:`..in_process.xnnpack_draws`), by the backends the entry records."""
+    if any(isinstance(b, dict) and b.get("id") == xnnpack_draws.XNNPACK
+           for b in info.get("backends", [])):
+        xnnpack_draws.as_reference()
 
 
 def _publish(report, manager: EdgeProgramManager) -> None:

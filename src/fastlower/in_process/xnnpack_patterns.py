@@ -25,6 +25,7 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import Any, Callable, Dict, Iterator, Tuple
 
+from . import xnnpack_draws
 from .scoped_patch import ScopedMethodPatch
 
 __all__ = ["PASSES", "PATCHES", "matchable", "skipped_when_absent", "uninstall"]
@@ -55,8 +56,11 @@ def _skipping_call(owner: Callable[[], Any], operator: str
                    ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     def replace(original: Callable[..., Any]) -> Callable[..., Any]:
         def call(self: Any, graph_module: Any) -> Any:
-            if not _ACTIVE.get() or matchable(graph_module, operator):
+            if not _ACTIVE.get():
                 return original(self, graph_module)
+            if matchable(graph_module, operator):
+                with xnnpack_draws.kept():  # the build's draws are made once (as_reference)
+                    return original(self, graph_module)
             from torch.fx.passes.infra.pass_base import PassResult
 
             graph_module.recompile()

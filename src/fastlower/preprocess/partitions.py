@@ -37,6 +37,7 @@ from .executors import (
 from .failures import CacheVerificationError
 from .folder import UntrustedFolder, tell_once, warn_read_only, warn_untrusted
 from .jobs import PreprocessJob, call_preprocess, estimated_cost
+from ..in_process import xnnpack_draws
 from .code_digests import NoSourceFile
 from .keys import TensorDigests, cache_key
 from .progress import partition_bar
@@ -210,6 +211,8 @@ def preprocess_partitions(jobs: Sequence[PreprocessJob], report) -> List[Preproc
                     held.put(keys[index], result, made="derived")
                 bar.update(1)
             _run_jobs(rerun, opts, done, report)
+        if any(job.backend_id == xnnpack_draws.XNNPACK for job in jobs):
+            xnnpack_draws.as_reference()  # what ExecuTorch's first XNNPACK preprocess draws
         counts = plan.stats.as_dict()
         report.record_classes(counts)
         if plan.stats.classes:  # shown with the phase lines (the CLI, fastlower run)
