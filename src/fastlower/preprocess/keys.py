@@ -8,7 +8,8 @@
   the class's module, recursively (for XNNPACK ``executorch/backends/xnnpack/``,
   including its flatbuffer schemas). A class defined in a top-level module
   (no package) digests that one file. Computed once per directory per process;
-* the torch, executorch and fastlower versions, and the cache's entry format;
+* the torch, executorch and fastlower versions, those of flatbuffers (the ``.pte``
+  serializer), sympy, torchao and numpy, and the cache's entry format;
 * the process settings the lowering reads (:func:`process_settings`: default dtype and
   device, dynamo's ``do_not_emit_runtime_asserts``);
 * the compile specs (key and value bytes, in order) and which copy the
@@ -81,16 +82,24 @@ _SKIPPED_META = frozenset({"from_node", "seq_nr"})
 _OBJECT_ID = re.compile(r"\d{6,}")
 
 
+# the libraries the lowering's code calls into: the .pte serializer, symbolic arithmetic,
+# torchao's quantized tensors and operators, numpy
+_LIBRARIES = ("flatbuffers", "sympy", "torchao", "numpy")
+
+
 @functools.lru_cache(maxsize=None)
 def versions() -> str:
-    """torch, executorch and fastlower versions and the entry format, as one string."""
+    """torch, executorch and fastlower versions, those of the libraries they call
+    (:data:`_LIBRARIES`, "unknown" when absent) and the entry format, as one string."""
     def version(dist: str) -> str:
         try:
             return importlib.metadata.version(dist)
         except importlib.metadata.PackageNotFoundError:
             return "unknown"
+    libraries = ";".join(f"{dist}={version(dist)}" for dist in _LIBRARIES)
     return (f"torch={torch.__version__};executorch={version('executorch')};"
-            f"fastlower={version('fastlower')};format={ENTRY_FORMAT};shortcuts={SHORTCUTS}")
+            f"fastlower={version('fastlower')};{libraries};format={ENTRY_FORMAT};"
+            f"shortcuts={SHORTCUTS}")
 
 
 def process_settings() -> str:
