@@ -132,3 +132,19 @@ def test_a_custom_ops_functions_and_torchaos_operators_are_keyed(tmp_path):
     assert "fltest_keyed::twice=test_operator_sources.py:" in text or \
         "fltest_keyed::twice=tests:" in text, text
     assert "torchao::choose_qparams_affine=torchao:" in text, text
+
+
+def test_code_its_version_does_not_pin_is_keyed_by_its_source(tmp_path, monkeypatch):
+    from fastlower.preprocess import code_digests
+
+    assert code_digests.unpinned_sources() == ""  # torch and executorch from wheels here
+    package = tmp_path / "checkout_pkg"
+    package.mkdir()
+    (package / "__init__.py").write_text("X = 1\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    code_digests.clear_directory_digests()
+    first = code_digests.unpinned_sources(("checkout_pkg",))
+    assert first.startswith("checkout_pkg:")
+    (package / "__init__.py").write_text("X = 2\n")
+    code_digests.clear_directory_digests()
+    assert code_digests.unpinned_sources(("checkout_pkg",)) not in ("", first)

@@ -31,7 +31,7 @@ from __future__ import annotations
 import functools
 import re
 from pathlib import Path
-from typing import Any, Iterable, List, Optional, Set
+from typing import Any, Iterable, List, Optional, Set, Tuple
 
 import torch
 import xxhash
@@ -53,6 +53,45 @@ def directory_digest(root: Path) -> str:
 
 def clear_directory_digests() -> None:
     directory_digest.cache_clear()
+    unpinned_sources.cache_clear()
+
+
+@functools.lru_cache(maxsize=None)
+def unpinned_sources(packages: Tuple[str, ...] = ("torch", "executorch")) -> str:
+    """A digest of the Python files of each of ``packages`` whose code its version does not
+    pin: an editable install, or code imported from elsewhere than its distribution's
+    folder (a checkout on ``PYTHONPATH``); '' for each installed from a wheel. A library
+    compiled into such a checkout is pinned only by its version."""
+    import importlib.util
+    import json
+    from importlib import metadata
+
+    found = []
+    for name in packages:
+        spec = importlib.util.find_spec(name)
+        folders = list(spec.submodule_search_locations or []) if spec is not None else []
+        if not folders:
+            continue
+        folder = Path(folders[0]).resolve()
+        try:
+            dist = metadata.distribution(name)
+            direct = json.loads(dist.read_text("direct_url.json") or "{}")
+            editable = bool(direct.get("dir_info", {}).get("editable"))
+            installed = Path(str(dist.locate_file(name))).resolve()
+        except (metadata.PackageNotFoundError, ValueError):
+            editable, installed = True, Path()
+        if editable or installed != folder:
+            found.append(f"{name}:{_python_digest(folder)}")
+    return ";".join(found)
+
+
+def _python_digest(root: Path) -> str:
+    hasher = xxhash.xxh3_128()
+    for path in sorted(root.rglob("*.py")):
+        if "__pycache__" not in path.parts:
+            hasher.update(str(path.relative_to(root)).encode() + b"\0")
+            hasher.update(path.read_bytes())
+    return hasher.hexdigest()
 
 
 class NoSourceFile(Exception):

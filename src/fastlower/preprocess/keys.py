@@ -9,7 +9,9 @@
   including its flatbuffer schemas). A class defined in a top-level module
   (no package) digests that one file. Computed once per directory per process;
 * the torch, executorch and fastlower versions, those of flatbuffers (the ``.pte``
-  serializer), sympy, torchao and numpy, and the cache's entry format;
+  serializer), sympy, torchao and numpy, and the cache's entry format; the Python
+  source of torch or executorch when its version does not pin it (an editable install,
+  a checkout on ``PYTHONPATH``: :func:`.code_digests.unpinned_sources`);
 * the process settings the lowering reads (:func:`process_settings`: default dtype and
   device, dynamo's ``do_not_emit_runtime_asserts``);
 * the compile specs (key and value bytes, in order) and which copy the
@@ -66,7 +68,9 @@ import xxhash
 from torch.fx.node import _get_qualified_name
 from torch.export import ExportedProgram
 
-from .code_digests import clear_directory_digests, directory_digest, operator_sources
+from .code_digests import (
+    clear_directory_digests, directory_digest, operator_sources, unpinned_sources,
+)
 from .jobs import PreprocessJob
 
 ENTRY_FORMAT = 2  # 2: an entry says how its result was made (cache.MADE)
@@ -99,7 +103,7 @@ def versions() -> str:
     libraries = ";".join(f"{dist}={version(dist)}" for dist in _LIBRARIES)
     return (f"torch={torch.__version__};executorch={version('executorch')};"
             f"fastlower={version('fastlower')};{libraries};format={ENTRY_FORMAT};"
-            f"shortcuts={SHORTCUTS}")
+            f"shortcuts={SHORTCUTS};unpinned={unpinned_sources()}")
 
 
 def process_settings() -> str:
