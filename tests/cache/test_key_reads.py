@@ -7,18 +7,14 @@ file is not cached; torch's and ExecuTorch's operators add nothing."""
 
 from __future__ import annotations
 
-import json
-import os
-import sys
 from pathlib import Path
 
 import pytest
 import torch
 
 from fastlower.preprocess.code_digests import NoSourceFile, operator_sources
-from tests import python_children
+from tests.child_lowering import lowered
 
-ROOT = Path(__file__).resolve().parents[2]
 OPS = '''import torch
 lib = torch.library.Library("fltest_ops", "DEF")
 lib.define("scale(Tensor x) -> Tensor")
@@ -29,17 +25,8 @@ lib.impl("scale", scale, "CompositeImplicitAutograd")
 
 
 def _lower(tmp_path: Path, impl: str, tag: str, dtype: str = "float32") -> dict:
-    out = tmp_path / f"{impl}-{tag}.json"
-    env = {k: v for k, v in os.environ.items() if not k.startswith("FASTLOWER_")}
-    env["PYTHONPATH"] = str(ROOT)
-    done = python_children.run(
-        [sys.executable, "-m", "tests.cache.operator_lowering", str(out), str(tmp_path / "ops"),
-         impl, str(tmp_path / "cache"), dtype], cwd=ROOT, env=env, capture_output=True, text=True,
-        timeout=600)
-    assert done.returncode == 0, done.stderr[-4000:]
-    found = json.loads(out.read_text())
-    found["pte"] = out.with_name(out.name + ".pte").read_bytes()
-    return found
+    return lowered("tests.cache.operator_lowering", tmp_path / f"{impl}-{tag}.json",
+                   [tmp_path / "ops", impl, tmp_path / "cache", dtype])
 
 
 def test_an_edited_decomposition_is_a_miss_with_executorchs_pte(tmp_path):

@@ -7,9 +7,6 @@ without the guard each B came out a refit with A's decisions and another ``.pte`
 
 from __future__ import annotations
 
-import json
-import os
-import sys
 from pathlib import Path
 from typing import Any, Dict
 
@@ -17,9 +14,8 @@ import pytest
 import torch
 
 from fastlower.cache.refit import value_reads
-from tests import python_children
+from tests.child_lowering import lowered
 
-ROOT = Path(__file__).resolve().parents[2]
 
 CASES = {
     "choice": "ops_to_not_decompose is given the real weights",
@@ -29,17 +25,8 @@ CASES = {
 
 
 def _lower(tmp_path: Path, name: str, checkpoint: str, impl: str) -> Dict[str, Any]:
-    out = tmp_path / f"{name}-{checkpoint}-{impl}.json"
-    env = {k: v for k, v in os.environ.items() if not k.startswith("FASTLOWER_")}
-    env["PYTHONPATH"] = str(ROOT)
-    done = python_children.run(
-        [sys.executable, "-m", "tests.structure.value_readers", str(out), name, checkpoint,
-         impl, str(tmp_path / "cache")], cwd=ROOT, env=env, capture_output=True, text=True,
-        timeout=600)
-    assert done.returncode == 0, done.stderr[-4000:]
-    found = json.loads(out.read_text())
-    found["pte"] = out.with_name(out.name + ".pte").read_bytes()
-    return found
+    return lowered("tests.structure.value_readers", tmp_path / f"{name}-{checkpoint}-{impl}.json",
+                   [name, checkpoint, impl, tmp_path / "cache"])
 
 
 @pytest.mark.parametrize("name", sorted(CASES))
