@@ -37,6 +37,7 @@ import torch
 import xxhash
 from torch.export import ExportedProgram
 
+
 @functools.lru_cache(maxsize=None)
 def directory_digest(root: Path) -> str:
     """Digest of every file below ``root`` (or of the file ``root``), with paths relative
@@ -133,7 +134,7 @@ def _qualname(node: torch.fx.Node) -> Optional[str]:
     return None if namespace in _TORCH_NAMESPACES else target._schema.name
 
 
-def _sources(name: str) -> "tuple[List[str], bool]":
+def _sources(name: str) -> Tuple[List[str], bool]:
     """The keyed source of each place ``name``'s code is registered from, and whether one
     is compiled code."""
     places: Set[str] = set()
@@ -142,8 +143,7 @@ def _sources(name: str) -> "tuple[List[str], bool]":
         dump = torch._C._dispatch_dump(name)
     except RuntimeError:
         dump = ""
-    found = [(path, line) for path, line in _REGISTERED.findall(dump)]
-    found += [(f, "0") for f in _python_files(name)]
+    found = _REGISTERED.findall(dump) + [(f, "0") for f in _python_files(name)]
     for path, line in found:
         if path.startswith("<"):
             raise NoSourceFile(f"operator {name} is registered by code with no source file "
