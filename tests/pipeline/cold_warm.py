@@ -41,5 +41,7 @@ def reference_then_cold_then_warm(config: LlmConfig, tmp_path: Path,
     assert edge and edge[0][5] > 0, cold.fake_outputs
     assert cold.cache_misses > 0 and cold.cache_hits == 0, (cold.cache_hits, cold.cache_misses)
     # the whole call from the lowering cache: to_backend never ran
-    assert warm.lowering_cache == ["hit"], warm.lowering_cache
+    # a miss here once (one run of the whole slow set, not reproduced alone or under load):
+    # the warm run's own log says why (a damaged entry, a store warning)
+    assert warm.lowering_cache == ["hit"], (warm.lowering_cache, warm.log[-4000:])
     assert (warm.cache_hits, warm.cache_misses) == (0, 0), (warm.cache_hits, warm.cache_misses)
