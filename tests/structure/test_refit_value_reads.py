@@ -20,7 +20,7 @@ from tests.child_lowering import lowered
 CASES = {
     "choice": "ops_to_not_decompose is given the real weights",
     "pass": "takes the whole program (an ExportedProgramPassBase)",
-    "partition": "lifted constants as real tensors",
+    "partition": "lifted constants as they are",
 }
 
 

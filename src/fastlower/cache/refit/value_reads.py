@@ -20,15 +20,15 @@ read operators, shapes, dtypes, graph structure and which node an argument is, a
 compare lifted constants only for a quantized slice's parameters, which XNNPACK's
 ``preprocess`` cannot take as constants: "unsupported param type"); any partitioner
 that keeps ExecuTorch's default choice (decompose everything) on programs without
-lifted tensor constants, where ``partition()`` sees no value. A pass given the graph
-module alone sees no value (an Edge program's weights are inputs, not attributes).
+lifted constants (tensors or script objects), where ``partition()`` sees no value. A
+pass given the graph module alone sees no value (an Edge program's weights are inputs,
+not attributes).
 """
 
 from __future__ import annotations
 
 from typing import Any, Dict, Iterator, Tuple
 
-import torch
 from torch._guards import detect_fake_mode
 from torch.export import ExportedProgram
 
@@ -86,9 +86,9 @@ def _untrusted(partitioner: Any, programs: Dict[str, ExportedProgram]) -> str:
         return (f"the partitioner {name}'s ops_to_not_decompose is given the real weights "
                 "and may read them")
     for method, program in programs.items():
-        if any(isinstance(v, torch.Tensor) for v in program.constants.values()):
+        if program.constants:  # tensors, or script objects that may hold weights
             return (f"the partitioner {name} is given method {method!r}'s lifted constants "
-                    "as real tensors and may read them")
+                    "as they are and may read them")
     return ""
 
 
