@@ -129,7 +129,7 @@ def _cached(store: LoweringStore, key: LoweringKey, settings: LoweringCacheSetti
         _publish(report, manager)
         _draws_as_reference(info)
         return manager
-    refit = try_refit(store, key, programs, value_reads.refused(
+    refit = try_refit(store, key, programs, lambda: value_reads.refused(
         args["partitioner"], args["transform_passes"], method_programs(programs))) \
         if found is None else None
     if refit is not None and refit.programs is not None:

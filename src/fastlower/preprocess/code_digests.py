@@ -39,12 +39,13 @@ from torch.export import ExportedProgram
 
 
 @functools.lru_cache(maxsize=None)
-def directory_digest(root: Path) -> str:
-    """Digest of every file below ``root`` (or of the file ``root``), with paths relative
-    to its parent; once per process (:func:`clear_directory_digests`)."""
+def directory_digest(root: Path, pattern: str = "*") -> str:
+    """Digest of every file below ``root`` whose name matches ``pattern`` (or of the file
+    ``root``), with paths relative to its parent; once per process
+    (:func:`clear_directory_digests`)."""
     hasher = xxhash.xxh3_128()
     files = [root] if root.is_file() else sorted(
-        p for p in root.rglob("*") if p.is_file() and "__pycache__" not in p.parts)
+        p for p in root.rglob(pattern) if p.is_file() and "__pycache__" not in p.parts)
     for path in files:
         hasher.update(str(path.relative_to(root.parent)).encode() + b"\0")
         hasher.update(path.read_bytes())
@@ -53,8 +54,9 @@ def directory_digest(root: Path) -> str:
 
 
 def clear_directory_digests() -> None:
-    directory_digest.cache_clear()
-    unpinned_sources.cache_clear()
+    """Forget the per-process digests (after editing source in place)."""
+    for cached in (directory_digest, unpinned_sources, _sources):
+        cached.cache_clear()
 
 
 @functools.lru_cache(maxsize=None)
@@ -82,17 +84,8 @@ def unpinned_sources(packages: Tuple[str, ...] = ("torch", "executorch")) -> str
         except (metadata.PackageNotFoundError, ValueError):
             editable, installed = True, Path()
         if editable or installed != folder:
-            found.append(f"{name}:{_python_digest(folder)}")
+            found.append(f"{name}:{directory_digest(folder, '*.py')}")
     return ";".join(found)
-
-
-def _python_digest(root: Path) -> str:
-    hasher = xxhash.xxh3_128()
-    for path in sorted(root.rglob("*.py")):
-        if "__pycache__" not in path.parts:
-            hasher.update(str(path.relative_to(root)).encode() + b"\0")
-            hasher.update(path.read_bytes())
-    return hasher.hexdigest()
 
 
 class NoSourceFile(Exception):
@@ -134,9 +127,11 @@ def _qualname(node: torch.fx.Node) -> Optional[str]:
     return None if namespace in _TORCH_NAMESPACES else target._schema.name
 
 
-def _sources(name: str) -> Tuple[List[str], bool]:
+@functools.lru_cache(maxsize=None)
+def _sources(name: str) -> Tuple[Tuple[str, ...], bool]:
     """The keyed source of each place ``name``'s code is registered from, and whether one
-    is compiled code."""
+    is compiled code; once per process, as the digests (a preprocess key asks it for every
+    partition)."""
     places: Set[str] = set()
     compiled = False
     try:
@@ -154,7 +149,7 @@ def _sources(name: str) -> Tuple[List[str], bool]:
         else:
             places.add(f"compiled:{path}:{line}")
             compiled = True
-    return sorted(p for p in places if p), compiled
+    return tuple(sorted(p for p in places if p)), compiled
 
 
 def _python_files(name: str) -> List[str]:
@@ -217,11 +212,8 @@ def _versioned_roots() -> List[Path]:
     return roots + [stdlib]
 
 
-@functools.lru_cache(maxsize=None)
 def _executorch_backends() -> Optional[Path]:
-    import executorch.exir
-
-    backends = Path(executorch.exir.__file__).resolve().parent.parent / "backends"
+    backends = _versioned_roots()[1] / "backends"
     return backends if backends.is_dir() else None
 
 

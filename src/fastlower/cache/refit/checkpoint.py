@@ -22,7 +22,7 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Optional, Sequence, Set
+from typing import Any, Callable, Dict, List, Optional, Sequence, Set
 
 import torch
 from torch.export import ExportedProgram
@@ -110,11 +110,11 @@ def store_record(store: LoweringStore, key: LoweringKey, backends: List[Any],
 
 
 def try_refit(store: LoweringStore, key: LoweringKey, programs: Any,
-              reads_values: str = "") -> Optional[Refit]:
+              reads_values: Callable[[], str] = lambda: "") -> Optional[Refit]:
     """B's lowering made from the entry its structure record names; None when there is no
     record (or no entry behind it), a :class:`Refit` with ``refused`` when it cannot be
-    (``reads_values``: why the call's own arguments may read values outside delegates,
-    :func:`.value_reads.refused`)."""
+    (``reads_values``, asked once a record is found: why the call's own arguments may
+    read values outside delegates, :func:`.value_reads.refused`)."""
     if not key.structure or key.digests is None:
         return None
     found = access.lookup(store, key.structure)
@@ -126,8 +126,9 @@ def try_refit(store: LoweringStore, key: LoweringKey, programs: Any,
     if info.get("refused"):  # an earlier checkpoint showed this structure cannot be refit
         refit.refused = str(info["refused"])
         return refit
-    if reads_values:
-        refit.refused = reads_values
+    reads = reads_values()
+    if reads:
+        refit.refused = reads
         return refit
     if not refit.source.startswith("lowering:"):
         return None
