@@ -268,3 +268,39 @@ def test_a_read_only_folder_is_used_for_lookups_only(filled, tmp_path):
     assert len(result["warnings"]) == 1, result["warnings"]
     assert "cannot be written" in result["warnings"][0]
     assert [key for key, _ in _lowering_rows(folder)] == [base["key"]]
+
+
+# --- an entry that cannot be kept ------------------------------------------------------------
+
+def test_an_entry_whose_copy_would_differ_is_not_stored_and_the_user_is_told(tmp_path,
+                                                                             monkeypatch):
+    """Before a store the entry is read back and compared with the lowering; when the copy
+    would differ nothing is stored, and one ``CacheWarning`` per folder says so and why (a
+    re-run lowers again: without the warning it would just miss, every time)."""
+    from fastlower.cache import compare
+
+    monkeypatch.setattr(compare, "first_difference",
+                        lambda *args: "(a difference made by the test)")
+    folder = tmp_path / "cache"
+    for _ in range(2):
+        with _cache_warnings() as seen:
+            report, pte = _lower_and_pte(folder)
+        assert report.lowering_cache == "miss"  # the first call stored nothing to hit
+        assert pte == lower_once.reference_pte("base")
+    assert seen == [], seen  # said once per process and folder
+    monkeypatch.undo()
+    with _cache_warnings() as seen:
+        report, _ = _lower_and_pte(tmp_path / "other")
+    assert report.lowering_cache == "miss" and seen == []
+
+
+def test_the_not_stored_warning_names_the_folder_and_the_reason(tmp_path, monkeypatch):
+    from fastlower.cache import compare
+
+    monkeypatch.setattr(compare, "first_difference",
+                        lambda *args: "(a difference made by the test)")
+    with _cache_warnings() as seen:
+        _lower_and_pte(tmp_path / "cache")
+    assert len(seen) == 1, seen
+    assert "not stored" in seen[0] and str(tmp_path / "cache") in seen[0]
+    assert "a difference made by the test" in seen[0] and "re-run lowers again" in seen[0]

@@ -15,7 +15,8 @@
   paths): a miss, a debug line.
 * Before a store, the entry's payload is rebuilt from its serialized form (the tensor
   data in place, not copied) and compared with what it was made from (``same``): an
-  entry whose copy would differ is not stored (a debug line).
+  entry whose copy would differ, or that cannot be serialized, is not stored; one
+  warning per process and folder says why (a re-run would lower again).
 * With a shared store (``fastlower.cache.shared``), a local miss is looked up there (a hit
   fills the local folder; this process's uploads are finished first), and an entry
   stored locally is copied there in the background.
@@ -147,6 +148,10 @@ def store_checked(store: LoweringStore, key: str, info: Dict[str, Any], payload:
             raise Uncacheable(f"the stored copy would differ {difference}")
     except (Uncacheable, DamagedEntry) as why:
         log.debug("not stored (%s): %s", key, why)
+        # a re-run would lower again: the user is told why, once per process and folder
+        tell_once(store.directory, "not stored",
+                  f"fastlower: a result was not stored in the cache {store.directory}, so "
+                  f"a re-run lowers again ({why})", stacklevel=4)
         return False
     try:
         return store.put(key, entry.ChunkReader(chunks))  # False: too large to keep (.budget)
