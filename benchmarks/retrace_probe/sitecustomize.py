@@ -23,9 +23,21 @@ Put this folder first on ``PYTHONPATH`` of the process to probe (``export_llm`` 
 * ``RETRACE_PROBE_CREATED=1`` (with ``RETRACE_PROBE``): per retrace, the nodes its trace
   created that its result does not hold (dropped again: their names are spent), by
   operator, in ``FOLDER/created-PID.txt``.
+* ``RETRACE_PROBE_NO_REPEATS=1``: fastlower's edge stage takes no retrace for a repeat of
+  an earlier one (``fastlower.in_process.edge.repeated_retrace``): what that skip saves.
+* ``RETRACE_PROBE_BLOCKS=1`` (with ``RETRACE_PROBE``): per retrace, every node of its
+  input and of its result as ``name<TAB>target<TAB>layer<TAB>unbacked symbols of its
+  val`` (the layer: the ``layers.N`` of its ``nn_module_stack``, ``-`` outside a layer),
+  in ``FOLDER/blocks-CALL-{in,out}-PID.txt``: whether a retrace names and numbers each
+  block's nodes as it does the block before (``benchmarks/retrace_probe/blocks.py``).
 """
 
 import os
+
+if os.environ.get("RETRACE_PROBE_NO_REPEATS"):
+    from fastlower.in_process.edge import repeated_retrace
+
+    repeated_retrace.RetraceMemory.repeat_of = lambda self, program, table: None
 
 if os.environ.get("RETRACE_PROBE") or os.environ.get("RETRACE_PROBE_SKIP"):
     import torch
@@ -83,12 +95,37 @@ if os.environ.get("RETRACE_PROBE") or os.environ.get("RETRACE_PROBE_SKIP"):
         state = _state(env) if env is not None else None
         out = _RUN(self, decomp_table, *args, **kwargs)
         _write("retraces", _described(self, decomp_table, out, env_before))
+        if os.environ.get("RETRACE_PROBE_BLOCKS"):
+            _write(f"blocks-{_CALLS[0]}-in", _block_lines(self))
+            _write(f"blocks-{_CALLS[0]}-out", _block_lines(out))
         if created is not None:
             _write("created", _dropped(created, out))
         if env is not None:
             _write("delta", f"call {_CALLS[0]} table {len(decomp_table or {})}\n"
                    + _delta(state, _state(env)))
         return out
+
+    def _layer(node):
+        import re
+
+        for path, _ in (node.meta.get("nn_module_stack") or {}).values():
+            found = re.search(r"layers[._\[]+(\d+)", str(path))
+            if found:
+                return found.group(1)
+        return "-"
+
+    def _block_lines(program):
+        from torch.fx.experimental.symbolic_shapes import free_unbacked_symbols
+
+        lines = []
+        for n in program.graph_module.graph.nodes:
+            val = n.meta.get("val")
+            try:
+                unbacked = sorted(map(str, free_unbacked_symbols(val)))
+            except Exception:
+                unbacked = []
+            lines.append(f"{n.name}\t{n.target}\t{_layer(n)}\t{','.join(unbacked)}")
+        return "\n".join(lines)
 
     _CREATED = []  # per open retrace: the (name, target) of every node created meanwhile
     _CREATE_NODE = torch.fx.Graph.create_node

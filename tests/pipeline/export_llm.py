@@ -182,6 +182,8 @@ class ExportRun:
     fake_outputs: List[List[Any]] = dataclasses.field(default_factory=list)
     # per to_edge_transform_and_lower call: the retraces' memo's answers by operator
     retrace_memo: List[Dict[str, int]] = dataclasses.field(default_factory=list)
+    # per to_edge_transform_and_lower, the edge stage's retraces [skipped, repeats, run]
+    edge_retraces: List[List[int]] = dataclasses.field(default_factory=list)
     # fastlower: SymNode arithmetic answered from its memo / computed (in_process.sym_arith)
     sym_arith: Dict[str, int] = dataclasses.field(default_factory=dict)
     # fastlower: graph modules' code remembered / compiled (in_process.graph_code)
@@ -264,6 +266,7 @@ def run_export(impl: str, config: LlmConfig, work: Path, *, cache_dir: Optional[
         peak_rss_bytes=times.get("peak_rss_bytes", 0),
         fake_outputs=times.get("fake_outputs", []),
         retrace_memo=times.get("retrace_memo", []),
+        edge_retraces=times.get("edge_retraces", []),
         sym_arith=times.get("sym_arith", {}),
         graph_code=times.get("graph_code", {}),
         children_peak_rss_bytes=times.get("children_peak_rss_bytes", 0),

@@ -68,13 +68,16 @@ def test_export_llm_edge_program_is_executorchs(tiny_reference_export, tmp_path)
     """fastlower on export_llm's program (dynamic shapes, an item() per layer, 8da4w, two
     XNNPACK partitioners), every shortcut in its default mode: the Edge program and the
     ExecuTorch program ExecuTorch's, line for line (metadata, unbacked symbols, range
-    constraints)."""
+    constraints: a skipped retrace's replayed growth of the shape environment included)."""
     lines = tmp_path / "edge-lines.txt"
     fast = run_export("fastlower", TINY, tmp_path, workers=2,
                       extra_env={"TIMED_EDGE_LINES": str(lines)})
     assert fast.ok, fast.log
     reference, programs = tiny_reference_export
     assert fast.pte_sha256 == reference.pte_sha256
+    # the second partitioner's default-table retrace repeats the first's: skipped
+    # (in_process.edge.repeated_retrace), its growth of the shape environment replayed
+    assert fast.edge_retraces == [[1, 1, 3]], fast.edge_retraces
     expected = programs.edge
     assert len(expected) > 1000 and any("unbacked" in line for line in expected)
     assert _first_difference(expected, _main_program(lines, "edge")) is None

@@ -131,6 +131,10 @@ def _record_fake_outputs(name: str) -> None:
     memo = sys.modules.get("fastlower.in_process.retrace_quant_ops.memo")
     if memo is not None and name == "to_edge_transform_and_lower":
         TIMES.setdefault("retrace_memo", []).append(dict(memo.LAST.reused_by))
+    decompose = sys.modules.get("fastlower.in_process.edge.decompose")
+    if decompose is not None and name == "to_edge_transform_and_lower":
+        TIMES.setdefault("edge_retraces", []).append(  # [skipped, of them repeats, run]
+            [decompose.SKIPPED.skipped, decompose.SKIPPED.repeats, decompose.SKIPPED.run])
 
 
 # export_llm's own stages, outside the lowering window (issue 50's profile): (module,

@@ -293,8 +293,8 @@ def _note_edge_stage(manager: EdgeProgramManager) -> None:
 
     report = registry.report_for(manager)
     if report is not None:
-        report.edge_retraces = {"skipped": SKIPPED.skipped, "run": SKIPPED.run,
-                                "reasons": list(SKIPPED.reasons)}
+        report.edge_retraces = {"skipped": SKIPPED.skipped, "repeats": SKIPPED.repeats,
+                                "run": SKIPPED.run, "reasons": list(SKIPPED.reasons)}
 
 
 def _mark_report(manager: EdgeProgramManager, status: str, key: str,

@@ -156,7 +156,7 @@ class ProgramCanonical(Canonical):
 
     def node_extra(self, node: torch.fx.Node) -> None:
         # users' order is part of a lowered program (the reference's apply keeps it)
-        self.write(f"users:{','.join(u.name for u in node.users)}")
+        self.write(f"users:{','.join(map(self.node_label, node.users))}")
 
     def attribute(self, gm: torch.fx.GraphModule, target: str) -> None:
         from executorch.exir.lowered_backend_module import LoweredBackendModule

@@ -178,7 +178,7 @@ class Canonical:
         if v is None or isinstance(v, (bool, int, float, str, bytes)):
             return repr(v)
         if isinstance(v, torch.fx.Node):
-            return f"%{v.name}"
+            return f"%{self.node_label(v)}"
         if isinstance(v, torch.Tensor):
             return self.tensor(v, with_data=True)
         if isinstance(v, (list, tuple)):
@@ -212,16 +212,24 @@ class Canonical:
         """One node: op, name, target, arguments, then :meth:`node_extra`, its ``meta``
         and, for a ``get_attr``, the attribute."""
         target = node.target if isinstance(node.target, str) else self.value(node.target)
-        self.write(f"{node.op}|{node.name}|{target}|{self.value(node.args)}|"
+        self.write(f"{node.op}|{self.node_label(node)}|{target}|{self.value(node.args)}|"
                    f"{self.value(node.kwargs)}")
         self.node_extra(node)
         for key in sorted(node.meta):
             if key == "nn_module_stack":
                 self.write(f"meta:{key}={self.module_stack(node.meta[key])}")
-            elif key not in _SKIPPED_META:
+            elif key not in self.skipped_meta(node):
                 self.write(f"meta:{key}={self.meta_value(node.meta[key])}")
         if node.op == "get_attr":
             self.attribute(gm, cast(str, node.target))
+
+    def node_label(self, node: torch.fx.Node) -> str:
+        """How the text names ``node`` (its name; a subclass may write another label)."""
+        return node.name
+
+    def skipped_meta(self, node: torch.fx.Node) -> frozenset:
+        """The ``meta`` keys of ``node`` left out of the text."""
+        return _SKIPPED_META
 
     def node_extra(self, node: torch.fx.Node) -> None:
         """Lines a subclass writes after a node's first line (none in this key)."""
@@ -269,10 +277,13 @@ class Canonical:
 
     def program(self, program: ExportedProgram) -> None:
         self.graph(program.graph_module)
-        self.write(f"signature:{program.graph_signature}")
+        self.write(f"signature:{self.signature_text(program)}")
         self.write(f"ranges:{_ADDRESS.sub('', str(program.range_constraints))}")
         self.write(f"calls:{self.value(program.module_call_graph)}")
         self.program_constants(program)
+
+    def signature_text(self, program: ExportedProgram) -> str:
+        return str(program.graph_signature)
 
     def program_constants(self, program: ExportedProgram) -> None:
         for name, tensor in program.state_dict.items():

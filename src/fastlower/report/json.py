@@ -34,8 +34,9 @@ lowering_cache     optional: {status, key, seconds {step: s}, refit (optional)}
                    remade, templates, reused} or {source, refused}
 preprocess_classes optional: partitions of one structure {classes, derived,
                    verified, fallbacks [{tag, why}]} (``fastlower.preprocess.structure``)
-edge_retraces      optional: the edge stage's retraces {skipped, run, reasons
-                   [why each that ran was not skipped]} (``fastlower.in_process.edge``)
+edge_retraces      optional: the edge stage's retraces {skipped, repeats (of the
+                   skipped, those repeating an earlier retrace), run, reasons [why
+                   each that ran was not skipped]} (``fastlower.in_process.edge``)
 memory             peak resident set in bytes from the process's start to the
                    end of the lowering (``getrusage``'s ``ru_maxrss``):
                    ``peak_rss_bytes`` of the lowering's process and

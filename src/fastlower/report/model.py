@@ -308,10 +308,13 @@ def _coverage(nodes: List[NodeRecord], backend: Optional[str]) -> Coverage:
 
 
 def retraces_line(retraces: Dict[str, Any]) -> str:
-    """``edge stage: N retraces skipped, M run (why the first ran)``."""
+    """``edge stage: N retraces skipped (K repeating an earlier one), M run (why the
+    first ran)``."""
     reasons = retraces.get("reasons", [])
-    return (f"edge stage: {retraces.get('skipped', 0)} retraces skipped, "
-            f"{retraces.get('run', 0)} run" + (f" ({reasons[0]})" if reasons else ""))
+    repeats = retraces.get("repeats", 0)
+    return (f"edge stage: {retraces.get('skipped', 0)} retraces skipped"
+            + (f" ({repeats} repeating an earlier one)" if repeats else "")
+            + f", {retraces.get('run', 0)} run" + (f" ({reasons[0]})" if reasons else ""))
 
 
 def refit_line(refit: Dict[str, Any]) -> str:

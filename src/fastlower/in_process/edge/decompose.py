@@ -9,8 +9,9 @@ check function (XNNPACK's do), ``run_decompositions(table)`` and, around the
 already decomposed most of them change nothing. This is the same function, step for
 step (the reference's helpers, called in its order, so partitioners see the same
 calls), except that each of those retraces first asks :mod:`.noop_retrace` whether it
-provably changes nothing, and is skipped when it does; when that is not proven it
-runs, as in the reference. The functionalizing retrace always runs.
+provably changes nothing, then :mod:`.repeated_retrace` whether it repeats an earlier
+retrace of the stage that did, and is skipped when one of them says so; when neither
+proves it, it runs, as in the reference. The functionalizing retrace always runs.
 
 :data:`SKIPPED` counts skipped and run retraces per thread, for reports and tests.
 """
@@ -27,6 +28,8 @@ from torch.export import ExportedProgram
 
 from ..heap_freeze import full_collections_paused
 from .noop_retrace import graph_modules, why_not_skipped
+from ..shape_env_state import shape_env_state, state_difference
+from .repeated_retrace import Repeat, RetraceMemory, shape_env_of
 from .retrace_meta import rewrite_as_retraced
 from .verify import EdgeStageVerificationError, program_difference
 
@@ -38,6 +41,7 @@ class RetraceCounts(threading.local):
 
     def __init__(self) -> None:
         self.skipped = 0
+        self.repeats = 0  # of the skipped, those that repeat an earlier retrace
         self.run = 0
         self.reasons: List[str] = []  # why each retrace that ran was not skipped
 
@@ -54,38 +58,63 @@ def _lifted(program: ExportedProgram) -> set:
 
 
 def _copy_keeping_names(program: ExportedProgram) -> ExportedProgram:
-    """``copy.deepcopy(program)`` with the original's node names. Copying a graph names its
-    nodes anew, and a name that shadows a Python builtin comes back changed: an
-    ``nn.Sequential``'s argument ``input`` as ``input_1``, which the retrace keeps."""
+    """``copy.deepcopy(program)`` with the original's node names and order of users.
+    Copying a graph names its nodes anew, and a name that shadows a Python builtin comes
+    back changed: an ``nn.Sequential``'s argument ``input`` as ``input_1``, which the
+    retrace keeps; and it lists a node's users in graph order, where the original lists
+    them as they were made (a runtime-assert pass puts a size read it makes late first)."""
     copied = copy.deepcopy(program)
     for module, original in zip(graph_modules(copied.graph_module),
                                 graph_modules(program.graph_module)):
-        for node, before in zip(module.graph.nodes, original.graph.nodes):
+        mapping = dict(zip(original.graph.nodes, module.graph.nodes))
+        for before, node in mapping.items():
             node.name = before.name
+            users = {mapping[user]: None for user in before.users}
+            node.users.clear()
+            node.users.update(users)
     return copied
 
 
-def _retrace(program: ExportedProgram, table: Dict[Any, Any], verify: bool) -> ExportedProgram:
-    """``program.run_decompositions(table)``, skipped when it provably changes nothing;
-    with ``verify`` it runs anyway and is compared with the skip (the retrace's result
-    goes on, so the reference's path is followed exactly)."""
+def _retrace(program: ExportedProgram, table: Dict[Any, Any], verify: bool,
+             memory: RetraceMemory) -> ExportedProgram:
+    """``program.run_decompositions(table)``, skipped when it provably changes nothing
+    (:mod:`.noop_retrace`) or repeats an earlier retrace of this stage
+    (:mod:`.repeated_retrace`); with ``verify`` it runs anyway and is compared with the
+    skip (the retrace's result goes on, so the reference's path is followed exactly)."""
     why = why_not_skipped(program, table)
-    if why is not None:
+    repeat = memory.repeat_of(program, table) if why is not None else None
+    if why is not None and repeat is None:
         log.debug("edge stage retrace runs: %s", why)
         SKIPPED.run += 1
         SKIPPED.reasons.append(why)
-        return program.run_decompositions(table)
+        return memory.run(program, table)
     SKIPPED.skipped += 1
+    SKIPPED.repeats += repeat is not None
     if not verify:
-        rewrite_as_retraced(program.graph_module, _lifted(program))
+        _as_retraced(program, repeat)
         return program
     skipped = _copy_keeping_names(program)  # before the retrace, which may touch its input
+    env = shape_env_of(program)
+    before = shape_env_state(env) if env is not None else None
     retraced = program.run_decompositions(table)
-    rewrite_as_retraced(skipped.graph_module, _lifted(skipped))
+    _as_retraced(skipped, None if repeat is None else Repeat(repeat.record, None))
     difference = program_difference(retraced, skipped)
+    if difference is None and repeat is not None and before is not None:
+        wrong = state_difference(repeat.expected_state(before), shape_env_state(env))
+        if wrong:
+            difference = f"in the shape environment's {', '.join(sorted(wrong))}"
     if difference is not None:
         raise EdgeStageVerificationError(difference)
     return retraced
+
+
+def _as_retraced(program: ExportedProgram, repeat: Optional[Repeat]) -> None:
+    """What the skipped retrace would still have written."""
+    if repeat is None:
+        rewrite_as_retraced(program.graph_module, _lifted(program))
+        return
+    repeat.write(program)
+    repeat.replay()
 
 
 def _decompose_for(name: str, program: ExportedProgram, partitioners: List[Any],
@@ -94,6 +123,7 @@ def _decompose_for(name: str, program: ExportedProgram, partitioners: List[Any],
     from executorch.exir.program import _program as et
 
     final_ops_to_preserve: set = set()
+    memory = RetraceMemory()
     if not partitioners:
         table = et._default_decomposition_table()
         for op in config.preserve_ops:
@@ -112,11 +142,11 @@ def _decompose_for(name: str, program: ExportedProgram, partitioners: List[Any],
         table = et._default_decomposition_table()
         for op in no_decomp:
             table.pop(op, None)
-        program = _retrace(program, table, verify)
+        program = _retrace(program, table, verify, memory)
         preserved = et._replace_aten_ops_with_transformed_ops(
             name, program, {name: [partitioner]}) or []
         final_ops_to_preserve.update(preserved)
-        program = _retrace(program, et._default_decomposition_table(), verify)
+        program = _retrace(program, et._default_decomposition_table(), verify, memory)
         et._restore_transformed_ops_to_aten_ops(program)
     return program, final_ops_to_preserve
 
@@ -134,7 +164,7 @@ def gen_edge_manager_for_partitioners(
     and compared with the skip, see :func:`_retrace`)."""
     from executorch.exir.program import _program as et
 
-    SKIPPED.skipped = SKIPPED.run = 0
+    SKIPPED.skipped = SKIPPED.repeats = SKIPPED.run = 0
     SKIPPED.reasons = []
     with full_collections_paused():
         manager = _edge_manager(partitioner, aten_programs, config, constant_methods, verify)

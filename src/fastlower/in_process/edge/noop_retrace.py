@@ -66,7 +66,7 @@ def graph_modules(root: GraphModule) -> Iterator[GraphModule]:
 
 
 # the meta keys a traced node can hold after a retrace (see the docstring)
-_TRACED_KEYS = frozenset(_COPY_META_FIELDS) | {"stack_trace", "seq_nr", "val", "tensor_meta",
+TRACED_KEYS = frozenset(_COPY_META_FIELDS) | {"stack_trace", "seq_nr", "val", "tensor_meta",
                                                "eager_input_vals"}
 # the fields a getitem takes from its producer's meta in a retrace (from_node and
 # original_aten are rewritten by .retrace_meta)
@@ -95,7 +95,7 @@ def _aten_op(target: Any) -> Any:
 
 def _meta_not_as_retraced(node: torch.fx.Node) -> Optional[str]:
     """Why a retrace would leave ``node``'s meta otherwise than a skip does, or None."""
-    extra = sorted(set(node.meta) - _TRACED_KEYS)
+    extra = sorted(set(node.meta) - TRACED_KEYS)
     if extra:
         return f"{node.name} holds meta {extra[0]!r}, which a retrace drops"
     if node.target is not operator.getitem:

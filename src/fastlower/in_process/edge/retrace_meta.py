@@ -36,7 +36,7 @@ itself).
 from __future__ import annotations
 
 import operator
-from typing import Any, Set
+from typing import Any, List, Set
 
 import torch
 from torch.fx import GraphModule
@@ -47,11 +47,18 @@ from .retrace_history import add_retrace_links, relifted, unlifted
 _NOT_FROM_READER = ("custom", "nn_module_stack", "stack_trace")
 
 
-def _parameters_as_retraced(root: GraphModule, lifted: Set[str]) -> None:
+def copied_fields() -> List[str]:
+    """The fields a parameter or buffer placeholder takes from its readers."""
     from torch.fx.proxy import _COPY_META_FIELDS
 
-    fields = [field for field in _COPY_META_FIELDS
-              if field not in _NOT_FROM_READER and field != "from_node"]
+    return [field for field in _COPY_META_FIELDS
+            if field not in _NOT_FROM_READER and field != "from_node"]
+
+
+def parameters_as_retraced(root: GraphModule, lifted: Set[str]) -> None:
+    """A parameter's or buffer's copied fields and ``from_node`` from its readers, as they
+    are before the retrace (so: before anything else is rewritten)."""
+    fields = copied_fields()
     for node in root.graph.nodes:  # what a parameter no operator reads gets
         if node.op == "placeholder" and node.name in lifted:
             node.meta["from_node"] = relifted(node)
@@ -67,7 +74,7 @@ def _parameters_as_retraced(root: GraphModule, lifted: Set[str]) -> None:
                 arg.meta["from_node"] = unlifted(node)
 
 
-def _eager_input_vals(node: torch.fx.Node) -> Any:
+def eager_input_vals(node: torch.fx.Node) -> Any:
     from torch._subclasses.fake_tensor import FakeTensor
     from torch.fx.experimental.proxy_tensor import extract_val
 
@@ -101,7 +108,7 @@ def rewrite_as_retraced(root: GraphModule, lifted: Set[str]) -> None:
     of the placeholders that are parameters or buffers."""
     from torch.fx.experimental.proxy_tensor import _should_save_eager_input_vals
 
-    _parameters_as_retraced(root, lifted)  # first: it reads the readers' old meta
+    parameters_as_retraced(root, lifted)  # first: it reads the readers' old meta
     add_retrace_links(root)
     for module in graph_modules(root):
         for node in module.graph.nodes:
@@ -111,7 +118,7 @@ def rewrite_as_retraced(root: GraphModule, lifted: Set[str]) -> None:
                     node.target not in SELF_RETRACING:  # those are remade as they were
                 node.meta["original_aten"] = node.target
                 if _should_save_eager_input_vals(node.target, (node.args, node.kwargs)):
-                    node.meta["eager_input_vals"] = _eager_input_vals(node)
+                    node.meta["eager_input_vals"] = eager_input_vals(node)
                 else:
                     node.meta.pop("eager_input_vals", None)
             elif node.target is operator.getitem:  # its producer, earlier, is rewritten
@@ -119,3 +126,4 @@ def rewrite_as_retraced(root: GraphModule, lifted: Set[str]) -> None:
                 if "original_aten" in source.meta:
                     node.meta["original_aten"] = source.meta["original_aten"]
             _eager_input_vals_before_val(node.meta)
+
