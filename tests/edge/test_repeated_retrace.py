@@ -172,7 +172,7 @@ def test_the_replayed_growth_is_the_growth_itself():
     assert growth is not None and growth.count == 3
     _grow(env, [env.create_unbacked_symint().node.expr])  # other symbols, in between
     env.pending_fresh_unbacked_symbols.clear()
-    repeat = repeated_retrace.Repeat(repeated_retrace._Record([], [], {}, None, growth), env)
+    repeat = repeated_retrace.Repeat(repeated_retrace._Record([], (), [], {}, None, growth), env)
     start = shape_env_state(env)
     expected = repeat.expected_state(start)
     real = copy.deepcopy(env)

@@ -176,7 +176,8 @@ def _layout(program: ExportedProgram) -> List[Tuple[Tuple[str, ...], Any]]:
 class _Record:
     """A retrace of this stage that returned its input up to names."""
 
-    lines: List[str]  # the result's canonical lines, names included (:func:`_lines`)
+    lines: List[str]  # the result's canonical lines, nodes by position (:func:`_lines`)
+    names: Tuple[Any, ...]  # and what those leave out (:func:`_names`)
     layout: List[Tuple[Tuple[str, ...], Any]]  # the result's meta keys (:func:`_layout`)
     table: Dict[Any, Any]
     state_after: Optional[Dict[str, Any]]  # the shape environment after it (None: static)
@@ -242,8 +243,8 @@ class RetraceMemory:
                 log.debug("the shape environment changed since an earlier retrace")
                 continue
             if lines is None:
-                lines = _lines(program, positional=False, digests=self.digests)
-            if lines == record.lines:
+                lines = _lines(program, positional=True, digests=self.digests)
+            if lines == record.lines and _names(program) == record.names:
                 return Repeat(record, env)
             log.debug("not an earlier retrace's result: %s", _first_change(record.lines, lines))
         return None
@@ -254,7 +255,8 @@ class RetraceMemory:
         env = shape_env_of(program)
         state = shape_env_state(env) if env is not None else None
         ops = _ops(program)
-        positional_input = _lines(program, positional=True, digests=self.digests) if table else None
+        positional_input = (_lines(program, positional=True, digests=self.digests)
+                            if table and not _decomposes(program, table) else None)
         result = program.run_decompositions(table)
         if positional_input is None or ops != _ops(result):
             log.debug("a retrace changed the operators")
@@ -271,10 +273,30 @@ class RetraceMemory:
         if env is not None and growth is None:
             log.debug("a retrace grew the shape environment beyond new unbacked symbols")
             return result
-        self.records.append(_Record(_lines(result, positional=False, digests=self.digests),
-                                    _layout(result), dict(table), after, growth))
+        self.records.append(_Record(positional_result, _names(result), _layout(result),
+                                    dict(table), after, growth))
         log.debug("a retrace returned its input up to names: remembered")
         return result
+
+
+def _names(program: ExportedProgram) -> Tuple[Any, ...]:
+    """What a program's positional lines leave out of its full ones: its nodes' names, each
+    node's users in order, the signature (equal positional lines and equal names: equal
+    full lines)."""
+    nodes = program.graph_module.graph.nodes
+    return (tuple(node.name for node in nodes),
+            tuple(tuple(user.name for user in node.users) for node in nodes),
+            str(program.graph_signature))
+
+
+def _decomposes(program: ExportedProgram, table: Dict[Any, Any]) -> bool:
+    """Whether an operator of the program is in the table: the retrace decomposes it, so
+    it will not return its input (not worth describing the input for)."""
+    from .noop_retrace import SELF_RETRACING
+
+    return any(getattr(node.target, "_op", node.target) in table
+               and node.target not in SELF_RETRACING
+               for node in program.graph_module.graph.nodes if node.op == "call_function")
 
 
 def _same_environment(record: _Record, state: Optional[Dict[str, Any]],
