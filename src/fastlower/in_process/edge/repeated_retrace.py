@@ -7,31 +7,32 @@ not modelled). This module proves it from an earlier retrace of the same stage i
 The premise: ``run_decompositions(table)`` gives a result determined by its input's
 operators, arguments, ``meta`` (but ``from_node`` and ``seq_nr``), signature, ranges and
 state, by what the table does to those operators, and by the shape environment's
-entries for the program's own symbols. It does not read the names of the nodes it
-retraces: it names each node it makes after its operator, from its own counter, and an
-old name reaches only the new node's ``from_node`` history (:mod:`.retrace_history`).
+entries for the program's own symbols. It does not read node names (it names each node
+it makes after its operator, from its own counter; an old name reaches only
+``from_node``, :mod:`.retrace_history`), nor the order of a node's users (it reads a
+deep copy of the graph), nor what it writes or drops unread: an operator node's
+``original_aten`` and ``eager_input_vals``, a key outside those the tracer copies, and a
+parameter's fields taken from its readers (:mod:`.retrace_meta`).
 
-So when an earlier retrace of this stage took a program ``X`` to ``Y`` with ``X`` equal to
-``Y`` but for node names ("a fixed point up to names"), a retrace of a program ``Z`` that
-equals ``Y`` in everything, names included, with a table that does to ``Z``'s operators
-what the earlier one did, gives ``f(Z) = f(X) = Y = Z``: its input back. Checked here:
+So when an earlier retrace of this stage took ``X`` to ``Y`` with ``X`` equal to ``Y`` up to
+all of those ("a fixed point up to names"), a retrace of ``Z`` with a table that does
+what the earlier one's did gives ``f(Z) = f(X) = Y`` when ``Z`` equals ``Y`` up to the same
+but with names and users' order: its input back, with what the retrace writes unread
+written. Checked here (:class:`RetraceMemory`):
 
-* ``Z``'s canonical lines (``fastlower.cache.compare``'s, names included) are ``Y``'s as
-  the earlier retrace returned it, and ``X``'s lines with positional labels for the
-  nodes are ``Y``'s the same way;
-* the two tables are equal (the same operators, the same decomposition objects);
+* ``X``'s and ``Y``'s canonical lines (``fastlower.cache.compare``'s, nodes by position,
+  :func:`_lines`) are equal, and ``Z``'s are ``Y``'s with the same names, users and
+  signature (:func:`_names`);
+* the two tables are equal (the same operators, the same decomposition objects, or
+  ``functools.partial`` s of one closure-free function with equal arguments);
 * since the earlier retrace, the shape environment grew only by unbacked symbols the
   program does not use, every older entry unchanged
   (``shape_env_state.grown_by_other_unbacked``).
 
-What the skipped retrace would still have done is done: the ``from_node`` links it adds
-(:func:`.retrace_meta.rewrite_history_as_retraced`) and its growth of the shape
-environment, replayed from the earlier retrace's (a fresh unbacked symbol per bound
-one in its metadata pass and again in its trace, each with the range, size-likeness,
-replacement and renaming of the one it copies), renumbered from the counter. Only an
-earlier growth confined to those fields is replayed; any other makes the record
-unusable. Left out of the replay: the environment's debugging records of where each
-symbol was made (``var_to_stack``, ``var_to_range_sloc``) and its statistics.
+A skip then writes (:meth:`Repeat.write`) the parameters' fields from their readers and
+the ``from_node`` links, each operator node's keys as ``Y``'s node has them, and replays
+the earlier retrace's growth of the shape environment (``shape_env_growth``), renumbered
+from the counter; an earlier retrace that grew it otherwise is not remembered.
 
 Measured on ``export_llm``'s program with XNNPACK's two partitioners: the second
 partitioner's default-table retrace repeats the first partitioner's.
@@ -268,6 +269,10 @@ class RetraceMemory:
             return result
         if _has_subgraphs(result):
             return result  # the layout covers the root graph only
+        if any(node.meta.keys() - _TRACED for node in result.graph_module.graph.nodes
+               if node.op == "call_function"):
+            log.debug("a retrace gave a node a key outside those it is known to give")
+            return result  # the premise does not cover that key: compared nowhere
         after = shape_env_state(env) if env is not None else None
         growth = recorded_growth(state, after) if state is not None and after is not None else None
         if env is not None and growth is None:
