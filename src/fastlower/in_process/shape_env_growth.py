@@ -36,9 +36,10 @@ class Growth:
                 make_symbol(SymT.UNBACKED_INT, to_start + i, integer=True)
                 for i in range(self.count)}
 
-    def replayed(self, state: Dict[str, Any]) -> Dict[str, Dict[Any, Any]]:
-        """Per field, the entries a repeat adds to an environment in ``state``."""
-        names = self.renamed(int(state["unbacked_symint_counter"]))
+    def replayed(self, counter: int) -> Dict[str, Dict[Any, Any]]:
+        """Per field, the entries a repeat adds to an environment whose unbacked counter
+        is at ``counter``."""
+        names = self.renamed(int(counter))
 
         def rename(value: Any) -> Any:
             return value.xreplace(names) if hasattr(value, "xreplace") else value
@@ -48,9 +49,7 @@ class Growth:
 
     def apply(self, env: Any) -> None:
         """Adds the growth to ``env``, renumbered from its counter."""
-        from .shape_env_state import shape_env_state
-
-        entries = self.replayed(shape_env_state(env))
+        entries = self.replayed(env.unbacked_symint_counter)
         for field, items in entries.items():
             getattr(env, field).update(items)  # size_like, a set: the symbols
         env.unbacked_symint_counter += self.count
@@ -61,7 +60,7 @@ class Growth:
     def expected(self, before: Dict[str, Any]) -> Dict[str, Any]:
         """The state :meth:`apply` leaves an environment in ``before`` in (verify mode)."""
         expected = dict(before)
-        for field, items in self.replayed(before).items():
+        for field, items in self.replayed(before["unbacked_symint_counter"]).items():
             expected[field] = (frozenset(before[field]) | frozenset(items)
                                if field == "size_like" else {**before[field], **items})
         expected["unbacked_symint_counter"] = before["unbacked_symint_counter"] + self.count

@@ -27,10 +27,10 @@ from typing import Any, Dict, List, Optional
 from torch.export import ExportedProgram
 
 from ..heap_freeze import full_collections_paused
-from .noop_retrace import graph_modules, why_not_skipped
 from ..shape_env_state import shape_env_state, state_difference
+from .noop_retrace import graph_modules, why_not_skipped
 from .repeated_retrace import Repeat, RetraceMemory, shape_env_of
-from .retrace_meta import rewrite_as_retraced
+from .retrace_meta import lifted_names, rewrite_as_retraced
 from .verify import EdgeStageVerificationError, program_difference
 
 log = logging.getLogger("fastlower.in_process.edge")
@@ -47,14 +47,6 @@ class RetraceCounts(threading.local):
 
 
 SKIPPED = RetraceCounts()
-
-
-def _lifted(program: ExportedProgram) -> set:
-    """The placeholders that are parameters or buffers, by name."""
-    from torch.export.graph_signature import InputKind
-
-    return {spec.arg.name for spec in program.graph_signature.input_specs
-            if spec.kind in (InputKind.PARAMETER, InputKind.BUFFER)}
 
 
 def _copy_keeping_names(program: ExportedProgram) -> ExportedProgram:
@@ -111,7 +103,7 @@ def _retrace(program: ExportedProgram, table: Dict[Any, Any], verify: bool,
 def _as_retraced(program: ExportedProgram, repeat: Optional[Repeat]) -> None:
     """What the skipped retrace would still have written."""
     if repeat is None:
-        rewrite_as_retraced(program.graph_module, _lifted(program))
+        rewrite_as_retraced(program.graph_module, lifted_names(program))
         return
     repeat.write(program)
     repeat.replay()

@@ -86,7 +86,7 @@ def producer(node: torch.fx.Node) -> torch.fx.Node:
 _ABSENT = object()
 
 
-def _aten_op(target: Any) -> Any:
+def aten_op(target: Any) -> Any:
     """An Edge op's ATen op; any other target as it is."""
     if isinstance(target, torch._ops.OpOverload):
         return target
@@ -102,7 +102,7 @@ def _meta_not_as_retraced(node: torch.fx.Node) -> Optional[str]:
         return None
     source = producer(node)
     if source is node or source.op != "call_function" or not isinstance(
-            _aten_op(source.target), torch._ops.OpOverload):
+            aten_op(source.target), torch._ops.OpOverload):
         return f"{node.name} unpacks {source.name}, which is not an operator's node"
     if "original_aten" not in node.meta:
         return f"{node.name} has no original_aten, which a retrace gives it"
@@ -150,7 +150,7 @@ def why_not_skipped(program: Any, table: Collection[Any]) -> Optional[str]:
             why = _meta_not_as_retraced(node)
             if why is not None:
                 return why
-            target = _aten_op(node.target)
+            target = aten_op(node.target)
             if isinstance(target, torch._ops.OpOverload):
                 if target in table and target not in SELF_RETRACING:
                     return f"{node.name} ({target}) is in the table"

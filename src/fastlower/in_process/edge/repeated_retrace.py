@@ -50,9 +50,9 @@ from torch.export import ExportedProgram
 
 from ..shape_env_growth import Growth, recorded_growth
 from ..shape_env_state import grown_by_other_unbacked, shape_env_state
-from .noop_retrace import TRACED_KEYS, producer
+from .noop_retrace import SELF_RETRACING, TRACED_KEYS, aten_op, graph_modules, producer
 from .retrace_history import add_retrace_links
-from .retrace_meta import copied_fields, eager_input_vals, parameters_as_retraced
+from .retrace_meta import copied_fields, eager_input_vals, lifted_names, parameters_as_retraced
 
 log = logging.getLogger("fastlower.in_process.edge")
 # the meta keys a retrace gives an operator node (it copies the first group from the
@@ -70,12 +70,11 @@ def shape_env_of(program: ExportedProgram) -> Any:
     return None
 
 
-def _lines(program: ExportedProgram, positional: bool, digests: Dict[int, Any]) -> List[str]:
-    """The program's canonical lines (``fastlower.cache.compare``'s) without what a
-    retrace writes or drops unread; ``positional``: nodes labelled by position
-    (:func:`_writer`)."""
+def _lines(program: ExportedProgram, digests: Dict[int, Any]) -> List[str]:
+    """The program's canonical lines (``fastlower.cache.compare``'s) with its nodes
+    labelled by position and without what a retrace writes or drops unread
+    (:func:`_writer`); :func:`_names` holds what they leave out."""
     canonical = _writer()(digests, record=True)
-    canonical.positional = positional
     canonical.program(program)
     return [text for _, text in canonical.lines or []]
 
@@ -85,15 +84,13 @@ def _writer() -> type:
     from ...cache.key import ProgramCanonical  # the cache imports this package
 
     class Writer(ProgramCanonical):
-        """Leaves out what a retrace writes or drops without reading it, which a skip
-        writes or drops the same way (:meth:`Repeat.write`): a lifted placeholder's
-        fields from its readers, an operator node's keys outside :data:`_TRACED`, its
+        """Nodes but placeholders labelled by position, no node's order of users (a
+        retrace reads a deep copy of the graph, which lists users in graph order), and
+        left out what a retrace writes or drops without reading it, which a skip writes
+        or drops the same way (:meth:`Repeat.write`): a lifted placeholder's fields from
+        its readers, an operator node's keys outside :data:`_TRACED`, its
         ``eager_input_vals`` and ``original_aten`` (the operator it dispatches or, for a
-        ``getitem``, unpacks). ``positional``: nodes but placeholders labelled by
-        position, and no node's order of users (a retrace reads a deep copy of the
-        graph, which lists every node's users in graph order)."""
-
-        positional = False
+        ``getitem``, unpacks)."""
 
         def __init__(self, *args: Any, **kwargs: Any) -> None:
             super().__init__(*args, **kwargs)
@@ -102,12 +99,12 @@ def _writer() -> type:
             self.from_readers = frozenset(copied_fields())
 
         def program(self, program: ExportedProgram) -> None:
-            self.lifted = _lifted(program)
+            self.lifted = lifted_names(program)
             super().program(program)
 
         def graph(self, gm: torch.fx.GraphModule) -> None:
             for node in gm.graph.nodes:
-                self.labels[node] = (node.name if node.op == "placeholder" or not self.positional
+                self.labels[node] = (node.name if node.op == "placeholder"
                                      else f"#{len(self.labels)}")
             super().graph(gm)
 
@@ -115,8 +112,7 @@ def _writer() -> type:
             return self.labels.get(node, node.name)
 
         def node_extra(self, node: torch.fx.Node) -> None:
-            if not self.positional:  # a retrace reads a deep copy, users in graph order
-                super().node_extra(node)
+            pass  # users' order: in _names
 
         def skipped_meta(self, node: torch.fx.Node) -> frozenset:
             skipped = super().skipped_meta(node)
@@ -130,8 +126,6 @@ def _writer() -> type:
             return skipped
 
         def signature_text(self, program: ExportedProgram) -> str:
-            if not self.positional:
-                return super().signature_text(program)
             by_name = {node.name: label for node, label in self.labels.items()}
             signature = program.graph_signature
             return repr([(spec.kind.name, type(spec.arg).__name__,
@@ -198,7 +192,7 @@ class Repeat:
         operator node's keys as the earlier result's (a key it lacks dropped, its
         ``original_aten`` and ``eager_input_vals`` written as it has them)."""
         root = program.graph_module
-        parameters_as_retraced(root, _lifted(program))  # first: reads the readers' meta
+        parameters_as_retraced(root, lifted_names(program))  # first: reads the readers' meta
         add_retrace_links(root)
         for node, (keys, original) in zip(root.graph.nodes, self.record.layout):
             if node.op != "call_function":
@@ -244,10 +238,12 @@ class RetraceMemory:
                 log.debug("the shape environment changed since an earlier retrace")
                 continue
             if lines is None:
-                lines = _lines(program, positional=True, digests=self.digests)
+                lines = _lines(program, self.digests)
             if lines == record.lines and _names(program) == record.names:
                 return Repeat(record, env)
-            log.debug("not an earlier retrace's result: %s", _first_change(record.lines, lines))
+            if log.isEnabledFor(logging.DEBUG):
+                log.debug("not an earlier retrace's result: %s",
+                          _first_change(record.lines, lines))
         return None
 
     def run(self, program: ExportedProgram, table: Dict[Any, Any]) -> ExportedProgram:
@@ -256,16 +252,17 @@ class RetraceMemory:
         env = shape_env_of(program)
         state = shape_env_state(env) if env is not None else None
         ops = _ops(program)
-        positional_input = (_lines(program, positional=True, digests=self.digests)
+        positional_input = (_lines(program, self.digests)
                             if table and not _decomposes(program, table) else None)
         result = program.run_decompositions(table)
         if positional_input is None or ops != _ops(result):
             log.debug("a retrace changed the operators")
             return result
-        positional_result = _lines(result, positional=True, digests=self.digests)
+        positional_result = _lines(result, self.digests)
         if positional_input != positional_result:
-            log.debug("a retrace kept the operators but changed %s",
-                      _first_change(positional_input, positional_result))
+            if log.isEnabledFor(logging.DEBUG):
+                log.debug("a retrace kept the operators but changed %s",
+                          _first_change(positional_input, positional_result))
             return result
         if _has_subgraphs(result):
             return result  # the layout covers the root graph only
@@ -297,10 +294,7 @@ def _names(program: ExportedProgram) -> Tuple[Any, ...]:
 def _decomposes(program: ExportedProgram, table: Dict[Any, Any]) -> bool:
     """Whether an operator of the program is in the table: the retrace decomposes it, so
     it will not return its input (not worth describing the input for)."""
-    from .noop_retrace import SELF_RETRACING
-
-    return any(getattr(node.target, "_op", node.target) in table
-               and node.target not in SELF_RETRACING
+    return any(aten_op(node.target) in table and aten_op(node.target) not in SELF_RETRACING
                for node in program.graph_module.graph.nodes if node.op == "call_function")
 
 
@@ -315,16 +309,7 @@ def _same_environment(record: _Record, state: Optional[Dict[str, Any]],
 
 
 def _has_subgraphs(program: ExportedProgram) -> bool:
-    from .noop_retrace import graph_modules
-
     return len(list(graph_modules(program.graph_module))) > 1
-
-
-def _lifted(program: ExportedProgram) -> set:
-    from torch.export.graph_signature import InputKind
-
-    return {spec.arg.name for spec in program.graph_signature.input_specs
-            if spec.kind in (InputKind.PARAMETER, InputKind.BUFFER)}
 
 
 def _used_symbols(program: ExportedProgram) -> set:

@@ -47,6 +47,14 @@ from .retrace_history import add_retrace_links, relifted, unlifted
 _NOT_FROM_READER = ("custom", "nn_module_stack", "stack_trace")
 
 
+def lifted_names(program: Any) -> Set[str]:
+    """The names of an ``ExportedProgram``'s placeholders that are parameters or buffers."""
+    from torch.export.graph_signature import InputKind
+
+    return {spec.arg.name for spec in program.graph_signature.input_specs
+            if spec.kind in (InputKind.PARAMETER, InputKind.BUFFER)}
+
+
 def copied_fields() -> List[str]:
     """The fields a parameter or buffer placeholder takes from its readers."""
     from torch.fx.proxy import _COPY_META_FIELDS
@@ -126,4 +134,3 @@ def rewrite_as_retraced(root: GraphModule, lifted: Set[str]) -> None:
                 if "original_aten" in source.meta:
                     node.meta["original_aten"] = source.meta["original_aten"]
             _eager_input_vals_before_val(node.meta)
-
